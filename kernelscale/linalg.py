@@ -1,0 +1,111 @@
+"""Linear algebra helpers shared by the algorithms.
+
+Everything here is small dense algebra at the master, or chunked products at a
+worker. Large symmetric products are formed chunk by chunk from two distinct
+buffers, because numpy's bundled OpenBLAS computes a large ``A.T @ A`` / ``A @ A.T``
+(SYRK) wrongly on this platform (DESIGN.md, "Known hazards").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+from sklearn.utils.extmath import svd_flip
+
+GRAM_CHUNK = 4096
+
+
+def as_generator(random_state) -> np.random.Generator:
+    """A numpy Generator from an int, a Generator, a legacy RandomState or None."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(random_state.randint(2**31))
+    if random_state is None or isinstance(random_state, (int, np.integer)):
+        return np.random.default_rng(random_state)
+    raise ValueError(
+        f"random_state must be an int, a numpy Generator or None, got {random_state!r}."
+    )
+
+
+def gram(A, chunk_size: int = GRAM_CHUNK) -> np.ndarray:
+    """``A.T @ A`` accumulated over row chunks, each product on two distinct buffers."""
+    out = np.zeros((A.shape[1], A.shape[1]), dtype=np.float64)
+    for start in range(0, A.shape[0], chunk_size):
+        block = A[start : start + chunk_size]
+        if sp.issparse(block):
+            block = block.toarray()
+        out += block.T @ np.array(block, dtype=np.float64, copy=True)
+    return out
+
+
+def pack_symmetric(S: np.ndarray) -> np.ndarray:
+    """The upper triangle of a symmetric matrix: n(n+1)/2 words on the wire."""
+    return S[np.triu_indices(S.shape[0])]
+
+
+def unpack_symmetric(packed: np.ndarray, n: int) -> np.ndarray:
+    """Inverse of :func:`pack_symmetric`."""
+    S = np.zeros((n, n))
+    S[np.triu_indices(n)] = packed
+    return S + np.triu(S, 1).T
+
+
+def thresholded_eigh(S: np.ndarray, rtol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenpairs of a PSD matrix with eigenvalues above ``rtol * max``, descending."""
+    w, V = sla.eigh((S + S.T) / 2.0)
+    order = np.argsort(w)[::-1]
+    w, V = w[order], V[:, order]
+    keep = w > rtol * max(w[0], 0.0) if w.size and w[0] > 0 else np.zeros(w.size, bool)
+    return w[keep], V[:, keep]
+
+
+def whitening(S: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
+    """``F`` with ``F.T @ S @ F = I`` on the numerical range of the PSD matrix ``S``.
+
+    This is the stable factor used wherever the papers write ``R^-1`` of a
+    Cholesky factor: for a kernel matrix ``K_YY`` the columns of ``phi(Y) F`` are
+    an orthonormal basis of span(phi(Y)). Duplicated or nearly dependent points
+    make ``K_YY`` singular; their directions fall below the relative threshold
+    and are dropped instead of inverted.
+    """
+    w, V = thresholded_eigh(S, rtol)
+    return V / np.sqrt(w)
+
+
+def whitening_from_rows(B: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
+    """``F`` with ``(B F).T (B F) = I``: the same as ``whitening(B.T @ B)`` without SYRK.
+
+    Used for stacked sketches: the paper QR-factorises ``[E_1 T_1, ..., E_s T_s]``;
+    the right singular vectors scaled by the inverse singular values give the
+    same scores and tolerate rank deficiency.
+    """
+    _, s, Vt = sla.svd(B, full_matrices=False)
+    keep = s > np.sqrt(rtol) * s[0] if s.size and s[0] > 0 else np.zeros(s.size, bool)
+    return Vt[keep].T / s[keep]
+
+
+def top_eigh(S: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top ``k`` eigenpairs of a symmetric matrix, descending, with fixed signs."""
+    n = S.shape[0]
+    k = min(k, n)
+    w, V = sla.eigh((S + S.T) / 2.0, subset_by_index=[n - k, n - 1])
+    w, V = w[::-1], V[:, ::-1]
+    V, _ = svd_flip(V, np.zeros((k, 1)), u_based_decision=True)
+    return w, V
+
+
+def top_left_singular(B: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top ``k`` left singular vectors and squared singular values of ``B``, signs fixed."""
+    U, s, _ = sla.svd(B, full_matrices=False)
+    k = min(k, U.shape[1])
+    U, _ = svd_flip(U[:, :k], np.zeros((k, 1)), u_based_decision=True)
+    return s[:k] ** 2, U
+
+
+def unique_rows(Y, tol: float = 0.0) -> np.ndarray:
+    """Indices of the first occurrence of each distinct row (dense or CSR)."""
+    dense = Y.toarray() if sp.issparse(Y) else np.asarray(Y)
+    _, first = np.unique(dense, axis=0, return_index=True)
+    return np.sort(first)

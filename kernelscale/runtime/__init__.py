@@ -1,0 +1,31 @@
+"""The protocol runtime: clusters of workers and the ledger that counts their messages."""
+
+from kernelscale.runtime.cluster import (
+    Cluster,
+    LocalCluster,
+    WorkerError,
+    WorkerState,
+    shared_seed,
+    worker_seeds,
+)
+from kernelscale.runtime.ledger import DOWN, KINDS, UP, Ledger, Message, Tagged, count_words
+from kernelscale.runtime.validation import PartitionInfo, as_float_matrix, validate_cluster
+
+__all__ = [
+    "DOWN",
+    "KINDS",
+    "UP",
+    "Cluster",
+    "Ledger",
+    "LocalCluster",
+    "Message",
+    "PartitionInfo",
+    "Tagged",
+    "WorkerError",
+    "WorkerState",
+    "as_float_matrix",
+    "count_words",
+    "shared_seed",
+    "validate_cluster",
+    "worker_seeds",
+]

@@ -1,0 +1,215 @@
+"""The communication ledger: every message of a protocol, counted in words.
+
+Counting rules (DESIGN.md, "Counting communication"): a dense array costs its
+``size``; a sparse matrix costs ``2 * nnz`` (its values plus one column index each,
+the papers' rho); an int, a float or a string costs 1; containers cost the sum
+of their items; ``None`` costs nothing. A broadcast to s workers is s messages.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from numbers import Number
+
+import numpy as np
+import scipy.sparse as sp
+
+DOWN = "master->worker"
+UP = "worker->master"
+KINDS = ("seed", "scalars", "sketch", "raw_points", "model")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message between the master and one worker."""
+
+    round: str
+    phase: str
+    direction: str
+    kind: str
+    worker: int
+    words: int
+    nbytes: int
+
+
+class Tagged(dict):
+    """A message made of parts of different kinds: ``Tagged(raw_points=Y, scalars=w)``.
+
+    The runtime counts each part under its own kind; the receiver gets the dict.
+    """
+
+    def __init__(self, **parts):
+        unknown = set(parts) - set(KINDS)
+        if unknown:
+            raise ValueError(f"Unknown message kinds {sorted(unknown)}; use {KINDS}.")
+        super().__init__(**parts)
+
+
+def count_words(obj) -> int:
+    """Words in a payload, by the counting rules of the module docstring."""
+    if obj is None:
+        return 0
+    if sp.issparse(obj):
+        return 2 * int(obj.nnz)
+    if isinstance(obj, np.ndarray):
+        return int(obj.size)
+    if isinstance(obj, (Number, str, np.generic)):
+        return 1
+    if isinstance(obj, Mapping):
+        return sum(count_words(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(count_words(v) for v in obj)
+    raise TypeError(f"Cannot count the words of a {type(obj).__name__} message.")
+
+
+def count_bytes(obj) -> int:
+    """Payload bytes of a message (array buffers; 8 bytes per scalar)."""
+    if obj is None:
+        return 0
+    if sp.issparse(obj):
+        csr = obj.tocsr()
+        return int(csr.data.nbytes + csr.indices.nbytes + csr.indptr.nbytes)
+    if isinstance(obj, np.ndarray):
+        return int(obj.nbytes)
+    if isinstance(obj, str):
+        return len(obj.encode())
+    if isinstance(obj, (Number, np.generic)):
+        return 8
+    if isinstance(obj, Mapping):
+        return sum(count_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(count_bytes(v) for v in obj)
+    raise TypeError(f"Cannot count the bytes of a {type(obj).__name__} message.")
+
+
+class Ledger:
+    """Every message of a protocol run, with its round, phase, direction and kind.
+
+    Examples
+    --------
+    >>> ledger = Ledger()
+    >>> ledger.record("leverage scores", "fit", UP, "sketch", worker=0, payload=np.ones((3, 3)))
+    >>> ledger.total_words()
+    9
+    """
+
+    def __init__(self):
+        self._messages: list[Message] = []
+
+    def record(self, round: str, phase: str, direction: str, kind: str, worker: int, payload):
+        """Count one payload (a ``Tagged`` payload is split by kind)."""
+        if direction not in (DOWN, UP):
+            raise ValueError(f"direction must be {DOWN!r} or {UP!r}, got {direction!r}.")
+        if isinstance(payload, Tagged):
+            for part_kind, part in payload.items():
+                self.record(round, phase, direction, part_kind, worker, part)
+            return
+        if kind not in KINDS:
+            raise ValueError(f"Unknown message kind {kind!r}; use one of {KINDS}.")
+        words = count_words(payload)
+        if words == 0:
+            return
+        self._messages.append(
+            Message(round, phase, direction, kind, int(worker), words, count_bytes(payload))
+        )
+
+    def extend(self, messages) -> None:
+        """Append already counted messages (used by backends that merge ledgers)."""
+        self._messages.extend(messages)
+
+    def rounds(self, phase: str | None = None) -> list[Message]:
+        """All messages in the order they were sent, optionally of one phase."""
+        return [m for m in self._messages if phase is None or m.phase == phase]
+
+    def _select(self, phase, direction=None, kind=None, round=None):
+        for m in self._messages:
+            if phase is not None and m.phase != phase:
+                continue
+            if direction is not None and m.direction != direction:
+                continue
+            if kind is not None and m.kind != kind:
+                continue
+            if round is not None and m.round != round:
+                continue
+            yield m
+
+    def total_words(self, phase: str | None = "fit", kind: str | None = None) -> int:
+        """Words sent in both directions (``phase=None``: every phase)."""
+        return sum(m.words for m in self._select(phase, kind=kind))
+
+    def upload_words(self, phase: str | None = "fit", kind: str | None = None) -> int:
+        """Words sent from the workers to the master."""
+        return sum(m.words for m in self._select(phase, UP, kind))
+
+    def download_words(self, phase: str | None = "fit", kind: str | None = None) -> int:
+        """Words sent from the master to the workers."""
+        return sum(m.words for m in self._select(phase, DOWN, kind))
+
+    def total_bytes(self, phase: str | None = "fit") -> int:
+        """Payload bytes sent in both directions."""
+        return sum(m.nbytes for m in self._select(phase))
+
+    def round_words(self, round: str, phase: str | None = "fit", direction=None) -> int:
+        """Words of one named round."""
+        return sum(m.words for m in self._select(phase, direction, round=round))
+
+    def words_by_round(self, phase: str | None = "fit") -> dict[str, dict[str, int]]:
+        """``{round: {direction: words}}`` in the order rounds first appeared."""
+        table: dict[str, dict[str, int]] = {}
+        for m in self._select(phase):
+            row = table.setdefault(m.round, {DOWN: 0, UP: 0})
+            row[m.direction] += m.words
+        return table
+
+    def words_by_kind(self, phase: str | None = "fit", direction=None) -> dict[str, int]:
+        """``{kind: words}``."""
+        table: dict[str, int] = defaultdict(int)
+        for m in self._select(phase, direction):
+            table[m.kind] += m.words
+        return dict(table)
+
+    def phases(self) -> list[str]:
+        return list(dict.fromkeys(m.phase for m in self._messages))
+
+    def summary(self, phase: str | None = "fit") -> str:
+        """A readable table of words per round and direction."""
+        rows = self.words_by_round(phase)
+        width = max([len("round")] + [len(r) for r in rows])
+        lines = [f"{'round':<{width}}  {'down':>12}  {'up':>12}  {'total':>12}"]
+        for name, row in rows.items():
+            down, up = row[DOWN], row[UP]
+            lines.append(f"{name:<{width}}  {down:>12,}  {up:>12,}  {down + up:>12,}")
+        down, up = self.download_words(phase), self.upload_words(phase)
+        lines.append(f"{'total':<{width}}  {down:>12,}  {up:>12,}  {down + up:>12,}")
+        kinds = ", ".join(f"{k}={v:,}" for k, v in self.words_by_kind(phase).items())
+        title = f"communication ({'all phases' if phase is None else phase}), in words"
+        return "\n".join([title, *lines, f"by kind: {kinds or 'none'}"])
+
+    def to_csv(self) -> str:
+        """Every message as CSV text (one row per message)."""
+        buf = io.StringIO()
+        fields = list(Message.__dataclass_fields__)
+        writer = csv.DictWriter(buf, fieldnames=fields)
+        writer.writeheader()
+        for m in self._messages:
+            writer.writerow(asdict(m))
+        return buf.getvalue()
+
+    def copy(self, phase: str | None = None) -> Ledger:
+        """A new ledger with the messages of one phase (or all)."""
+        other = Ledger()
+        other.extend(self.rounds(phase))
+        return other
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Ledger) and self._messages == other._messages
+
+    def __repr__(self) -> str:
+        return f"Ledger({len(self)} messages, {self.total_words(None):,} words)"
