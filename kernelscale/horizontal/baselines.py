@@ -1,0 +1,167 @@
+"""Baselines of paper 001, section 6, in the same runtime and with their ledgers.
+
+* :func:`uniform_dislr` - uniformly sampled landmarks, then disLR.
+* :func:`uniform_batch` - a uniform sample sent to the master, batch KPCA there.
+* :func:`exact_kpca` - every point sent to the master, exact KPCA (small data).
+* :func:`random_features_pca` - random features, then distributed linear PCA:
+  each worker sends ``Z_i^T Z_i`` (Lopez-Paz et al.; section 2 of 001).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernelscale.features import make_feature_map
+from kernelscale.horizontal.diskpca import check_budgets, check_kernel_input
+from kernelscale.horizontal.dislr import dislr
+from kernelscale.horizontal.sampling import (
+    allocate,
+    leverage_sample_step,
+    stack_rows,
+    uniform_setup_step,
+)
+from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
+from kernelscale.linalg import as_generator, gram, pack_symmetric, top_eigh, unpack_symmetric
+from kernelscale.metrics.lowrank import EXACT_REFERENCE_MAX_SAMPLES
+from kernelscale.model import KernelPCAModel, RandomFeaturePCAModel
+from kernelscale.runtime import (
+    Cluster,
+    Tagged,
+    shared_seed,
+    validate_cluster,
+    worker_seeds,
+)
+
+
+def uniform_sample(cluster: Cluster, info, budget: int, rng) -> object:
+    """Sample ``budget`` distinct points uniformly over all workers; return them."""
+    cluster.scatter_map(uniform_setup_step, [(s,) for s in worker_seeds(rng, cluster.n_workers)],
+                        round="uniform sampling: seeds", kind="seed")
+    rows = np.array(info.n_rows)
+    counts = allocate(budget, rows, rows, rng)
+    replies = cluster.scatter_map(leverage_sample_step, [(int(c),) for c in counts],
+                                  round="uniform sampling", kind="scalars",
+                                  reply_kind="raw_points")
+    return stack_rows([r["raw_points"] for r in replies])
+
+
+def _prepare(cluster, kernel, n_components, n_landmarks, random_state):
+    rng = as_generator(random_state)
+    cluster.reset()
+    info = validate_cluster(cluster)
+    check_kernel_input(kernel, info)
+    return rng, info, check_budgets(info, n_components, n_landmarks)
+
+
+def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,
+                  n_landmarks: int = 400, messages: str = "gram", center: bool = False,
+                  chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None) -> KernelPCAModel:
+    """Uniform + disLR: ``n_landmarks`` uniform points, then Algorithm 3 of 001."""
+    rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
+    Y = uniform_sample(cluster, info, n_landmarks, rng)
+    model = dislr(cluster, Y, Y, kernel, n_components, info.n_samples, messages, center,
+                  int(chunk_size), worker_seeds(rng, cluster.n_workers))
+    model.info = {"method": "uniform_dislr", "messages": messages}
+    return model
+
+
+def batch_kpca(X, kernel: Kernel, n_components: int, center: bool) -> KernelPCAModel:
+    """Exact kernel PCA of the rows of ``X`` as a landmark model (``C = V Lambda^-1/2``)."""
+    K = kernel(X, X)
+    mean = None
+    if center:
+        mean = K.mean(axis=0)
+        K = K - mean[None, :] - mean[:, None] + mean.mean()
+    w, V = top_eigh(K, n_components)
+    if np.any(w <= 1e-12 * max(w[0], 1e-300)):
+        raise ValueError(
+            f"The kernel matrix has fewer than n_components={n_components} non-zero "
+            "eigenvalues; lower n_components."
+        )
+    coef = V / np.sqrt(w)
+    if center:
+        # Centring the coefficients: V^T (phi(a) - mu) with V = (phi(X) - mu 1^T) C
+        # equals C'^T (k(X, a) - m) with C' = (I - 11^T/n) C.
+        coef = coef - coef.mean(axis=0)
+    return KernelPCAModel(kernel=kernel, landmarks=X, coef=coef, eigenvalues=w, center=mean)
+
+
+def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
+                  n_landmarks: int = 400, center: bool = False, random_state=None,
+                  **_) -> KernelPCAModel:
+    """Uniform + batch KPCA: the master runs exact KPCA on a uniform sample."""
+    rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
+    S = uniform_sample(cluster, info, n_landmarks, rng)
+    model = batch_kpca(S, kernel, n_components, center)
+    model.info = {"method": "uniform_batch"}
+    return model
+
+
+def _send_all_step(state):
+    return Tagged(raw_points=state.data)
+
+
+def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int = 10, center: bool = False,
+               **_) -> KernelPCAModel:
+    """Exact KPCA: every worker sends its data to the master (small data only)."""
+    cluster.reset()
+    info = validate_cluster(cluster)
+    check_kernel_input(kernel, info)
+    check_budgets(info, n_components, info.n_samples)
+    if info.n_samples > EXACT_REFERENCE_MAX_SAMPLES:
+        raise ValueError(
+            f"method='exact' builds the {info.n_samples}^2 kernel matrix at the master; it is "
+            f"limited to {EXACT_REFERENCE_MAX_SAMPLES} samples. Use method='diskpca'."
+        )
+    replies = cluster.broadcast_map(_send_all_step, round="all data to master",
+                                    reply_kind="raw_points")
+    model = batch_kpca(stack_rows([r["raw_points"] for r in replies]), kernel, n_components,
+                       center)
+    model.info = {"method": "exact"}
+    return model
+
+
+def random_features_step(state, message):
+    """Worker: ``Z_i^T Z_i`` (packed) and, for centring, the column sums of ``Z_i``."""
+    config = message["model"]
+    kernel = Kernel.from_dict(config["kernel"])
+    fmap = make_feature_map(kernel, state.data.shape[1], config["n_random_features"],
+                            message["seed"])
+    chunk = config["chunk_size"]
+    m = fmap.n_components
+    cov, sums = np.zeros((m, m)), np.zeros(m)
+    for start in range(0, state.data.shape[0], chunk):
+        Z = fmap.transform(state.data[start : start + chunk], chunk_size=chunk)
+        cov += gram(Z)
+        sums += Z.sum(axis=0)
+    return Tagged(sketch=pack_symmetric(cov), scalars=sums if config["center"] else None)
+
+
+def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10,
+                        n_random_features: int = 2000, center: bool = False,
+                        chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,
+                        **_) -> RandomFeaturePCAModel:
+    """Random features + distributed linear PCA (each worker sends ``Z_i^T Z_i``)."""
+    rng = as_generator(random_state)
+    cluster.reset()
+    info = validate_cluster(cluster)
+    check_kernel_input(kernel, info)
+    check_budgets(info, n_components, info.n_samples)
+    seed = shared_seed(rng)
+    config = {"kernel": kernel.to_dict(), "n_random_features": int(n_random_features),
+              "chunk_size": int(chunk_size), "center": bool(center)}
+    replies = cluster.broadcast_map(random_features_step, Tagged(seed=seed, model=config),
+                                    round="random features: Z_i^T Z_i")
+    m = make_feature_map(kernel, info.n_features, n_random_features, seed).n_components
+    if n_components > m:
+        raise ValueError(f"n_components={n_components} exceeds the {m} random features.")
+    cov = sum(unpack_symmetric(r["sketch"], m) for r in replies)
+    mean = None
+    if center:
+        mean = sum(r["scalars"] for r in replies) / info.n_samples
+        cov -= info.n_samples * np.outer(mean, mean)
+    w, V = top_eigh(cov, n_components)
+    return RandomFeaturePCAModel(kernel=kernel, n_features_in=info.n_features,
+                                 n_random_features=int(n_random_features), feature_seed=seed,
+                                 components=V, eigenvalues=w, mean=mean,
+                                 info={"method": "random_features"})

@@ -1,0 +1,218 @@
+"""disKPCA: distributed kernel PCA over horizontal partitions (Algorithm 4 of paper 001).
+
+Balcan, Liang, Song, Woodruff, Xie, "Communication Efficient Distributed Kernel
+Principal Component Analysis" (KDD 2016). The master function :func:`diskpca`
+follows the paper's four steps; the worker steps live in
+:mod:`kernelscale.horizontal.sampling` and :mod:`kernelscale.horizontal.dislr`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from kernelscale.horizontal.dislr import dislr
+from kernelscale.horizontal.sampling import (
+    adaptive_sample_step,
+    allocate,
+    embed_step,
+    leverage_sample_step,
+    leverage_scores_step,
+    residual_step,
+    stack_rows,
+)
+from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
+from kernelscale.linalg import (
+    as_generator,
+    unique_rows,
+    unpack_symmetric,
+    whitening,
+    whitening_from_rows,
+)
+from kernelscale.model import KernelPCAModel
+from kernelscale.runtime import (
+    Cluster,
+    PartitionInfo,
+    Tagged,
+    shared_seed,
+    validate_cluster,
+    worker_seeds,
+)
+
+MESSAGES = ("gram", "sketch")
+MAX_TOP_UP_ROUNDS = 3
+
+
+def default_n_leverage(n_components: int, n_landmarks: int) -> int:
+    """Leverage-stage share of the landmark budget: ``ceil(2 k ln k)``, at least k.
+
+    The paper samples O(k log k) points by leverage scores and O(k / eps) more
+    adaptively (Algorithm 2 of 001); this rule takes the O(k log k) with
+    constant 2 and caps it at half the budget, so the adaptive stage always
+    gets at least half of ``n_landmarks``.
+    """
+    k = max(n_components, 2)
+    return max(1, min(max(n_components, math.ceil(2 * k * math.log(k))), n_landmarks // 2))
+
+
+def check_budgets(info: PartitionInfo, n_components: int, n_landmarks: int) -> int:
+    """Validate the rank and the landmark budget against the data; returns the budget.
+
+    A budget above the number of samples is capped with a warning.
+    """
+    n = info.n_samples
+    if int(n_components) != n_components or n_components < 1:
+        raise ValueError(f"n_components must be a positive integer, got {n_components!r}.")
+    if n_components > n:
+        raise ValueError(f"n_components={n_components} exceeds the number of samples ({n}).")
+    if n_landmarks > n:
+        warnings.warn(
+            f"n_landmarks={n_landmarks} exceeds the {n} samples; using {n}.", stacklevel=3
+        )
+        n_landmarks = n
+    if n_components > n_landmarks:
+        raise ValueError(
+            f"n_components={n_components} exceeds n_landmarks={n_landmarks}: a rank-k "
+            "subspace needs at least k representative points."
+        )
+    return int(n_landmarks)
+
+
+def check_kernel_input(kernel: Kernel, info: PartitionInfo) -> None:
+    if info.is_sparse and not kernel.accepts_sparse:
+        raise TypeError(
+            f"The {kernel.name} kernel does not take sparse partitions; "
+            "densify them or use the 'rbf' kernel."
+        )
+
+
+def diskpca(
+    cluster: Cluster,
+    kernel: Kernel,
+    n_components: int = 10,
+    n_landmarks: int = 400,
+    n_leverage: int | None = None,
+    embedding_dim: int = 50,
+    row_sketch_dim: int = 250,
+    n_random_features: int = 2000,
+    messages: str = "gram",
+    center: bool = False,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    random_state=None,
+) -> KernelPCAModel:
+    """Distributed kernel PCA (disKPCA, Algorithm 4 of paper 001).
+
+    Parameters
+    ----------
+    cluster : Cluster
+        The workers, each holding its partition of the rows.
+    kernel : Kernel
+    n_components : int
+        Rank k of the subspace.
+    n_landmarks : int
+        |Y|, the exact number of representative points (fewer only when the
+        data has fewer distinct points; capped at n with a warning).
+    n_leverage : int, optional
+        |P|, the points sampled by leverage scores; the rest of the budget is
+        sampled adaptively. Default :func:`default_n_leverage`.
+    embedding_dim : int
+        t, the dimension of the kernel subspace embedding (paper: 50).
+    row_sketch_dim : int
+        p, the rows of the sketch of E_i in ``messages='sketch'`` (paper: 250).
+    n_random_features : int
+        m, random features behind the embedding (paper: 2000).
+    messages : {'gram', 'sketch'}
+        'gram' sends the exact ``E_i^T E_i`` and ``k(Y,A_i) k(A_i,Y)``; 'sketch' the
+        paper's ``E_i T_i`` and ``Pi_i T_i``.
+    center : bool
+        Centre the data in feature space (the paper does not).
+    chunk_size : int
+        Rows a worker processes at once.
+    random_state : int, Generator or None
+
+    Returns
+    -------
+    KernelPCAModel
+    """
+    if messages not in MESSAGES:
+        raise ValueError(f"messages must be one of {MESSAGES}, got {messages!r}.")
+    for name, value in (("embedding_dim", embedding_dim), ("row_sketch_dim", row_sketch_dim),
+                        ("n_random_features", n_random_features), ("chunk_size", chunk_size)):
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    rng = as_generator(random_state)
+    cluster.reset()
+    info = validate_cluster(cluster)
+    check_kernel_input(kernel, info)
+    n_landmarks = check_budgets(info, n_components, n_landmarks)
+    if n_leverage is None:
+        n_leverage = default_n_leverage(n_components, n_landmarks)
+    if not 0 <= n_leverage <= n_landmarks:
+        raise ValueError(f"n_leverage must be in [0, n_landmarks], got {n_leverage!r}.")
+    config = {"kernel": kernel.to_dict(), "n_random_features": int(n_random_features),
+              "embedding_dim": int(embedding_dim), "row_sketch_dim": int(row_sketch_dim),
+              "messages": messages, "chunk_size": int(chunk_size)}
+
+    # Step 1: kernel subspace embedding E_i (one shared feature map and sketch, from seeds)
+    P = leverage_sample(cluster, config, n_leverage, rng)
+    # Step 3 (Algorithm 2): adaptive sampling of Y~ by the residual to span(phi(P))
+    Y, new_points = adaptive_sample(cluster, kernel, P, n_landmarks, config, rng)
+    # Step 4: disLR in span(phi(Y))
+    model = dislr(cluster, Y, new_points, kernel, n_components, info.n_samples, messages,
+                  center, int(chunk_size), worker_seeds(rng, cluster.n_workers))
+    model.info = {"method": "diskpca", "messages": messages, "n_leverage": int(P.shape[0]),
+                  "n_adaptive": int(new_points.shape[0])}
+    return model
+
+
+def leverage_sample(cluster: Cluster, config: dict, n_leverage: int, rng) -> object:
+    """Steps 1-3a: embedding, disLS (Algorithm 1 of 001) and leverage sampling of P."""
+    s = cluster.n_workers
+    feature_seed, sketch_seed = shared_seed(rng), shared_seed(rng)
+    own = worker_seeds(rng, s)
+    name = ("leverage scores: E_i^T E_i" if config["messages"] == "gram"
+            else "leverage scores: T_i^T E_i (E_i where n_i <= p)")
+    replies = cluster.scatter_map(
+        embed_step,
+        [(Tagged(seed=(feature_seed, sketch_seed, own[i]), model=config),) for i in range(s)],
+        round=name, reply_kind="sketch")
+    # Step 2 (Algorithm 1, line 2): the master's factor Z of the (sketched) embedding
+    t = config["embedding_dim"]
+    if config["messages"] == "gram":
+        whitener = whitening(sum(unpack_symmetric(r, t) for r in replies))
+    else:
+        whitener = whitening_from_rows(np.vstack(replies))
+    sums = cluster.broadcast_map(leverage_scores_step, whitener,
+                                 round="leverage scores: whitening", kind="model",
+                                 reply_kind="scalars")
+    weights, capacity = np.array([r[0] for r in sums]), np.array([int(r[1]) for r in sums])
+    counts = allocate(n_leverage, weights, capacity, rng)
+    replies = cluster.scatter_map(leverage_sample_step, [(int(c),) for c in counts],
+                                  round="leverage sampling", kind="scalars",
+                                  reply_kind="raw_points")
+    P = stack_rows([r["raw_points"] for r in replies])
+    return P[unique_rows(P)]
+
+
+def adaptive_sample(cluster: Cluster, kernel: Kernel, P, n_landmarks: int, config: dict, rng):
+    """Algorithm 2, lines 2-4: send P, sample Y~ by residual; Y = P + Y~ (distinct rows)."""
+    sums = cluster.broadcast_map(residual_step, P, round="adaptive sampling: residuals",
+                                 kind="raw_points", reply_kind="scalars")
+    weights, capacity = np.array([r[0] for r in sums]), np.array([int(r[1]) for r in sums])
+    chosen = P[:0]
+    for attempt in range(MAX_TOP_UP_ROUNDS):
+        short = n_landmarks - P.shape[0] - chosen.shape[0]
+        counts = allocate(short, weights, capacity, rng)
+        if short <= 0 or counts.sum() == 0:
+            break
+        name = "adaptive sampling" + ("" if attempt == 0 else f" (top-up {attempt})")
+        replies = cluster.scatter_map(adaptive_sample_step, [(int(c),) for c in counts],
+                                      round=name, kind="scalars", reply_kind="raw_points")
+        capacity = capacity - counts
+        chosen = stack_rows([chosen] + [r["raw_points"] for r in replies])
+        both = stack_rows([P, chosen])
+        keep = unique_rows(both)
+        chosen = both[keep[keep >= P.shape[0]]]
+    return stack_rows([P, chosen]), chosen

@@ -1,0 +1,132 @@
+"""disLR: the best rank-k subspace inside span(phi(Y)) (Algorithm 3 of paper 001).
+
+With ``F`` a stable factor of ``K_YY`` (``F^T K_YY F = I``), ``Q = phi(Y) F`` is an
+orthonormal basis of span(phi(Y)) and the projected data are
+``Pi_i = F^T k(Y, A_i)``. Workers never need ``F``: everything they send is
+linear in ``k(Y, A_i)``, and the master applies ``F`` itself.
+
+* ``messages='gram'``: worker i sends ``k(Y, A_i) k(A_i, Y)`` (|Y|(|Y|+1)/2 words);
+  the master forms ``Pi Pi^T = F^T (sum_i ...) F`` exactly.
+* ``messages='sketch'``: worker i sends ``k(Y, A_i) T_i`` (|Y| x w, the paper's
+  ``Pi_i T_i`` before ``F^T``), or ``k(Y, A_i)`` when n_i <= w.
+
+Centring: with ``m = (1/n) sum_a k(Y, a)`` the centred projections are
+``F^T (k(Y, A_i) - m 1^T)``; the workers add their row sums ``k(Y, A_i) 1`` and,
+in sketch mode, the column sums ``1^T T_i``, so no extra round is needed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernelscale.kernels import Kernel
+from kernelscale.linalg import (
+    pack_symmetric,
+    top_eigh,
+    top_left_singular,
+    unpack_symmetric,
+    whitening,
+)
+from kernelscale.model import KernelPCAModel
+from kernelscale.runtime import Cluster, Tagged, WorkerState
+from kernelscale.sketches import make_sketch
+
+
+def projection_step(state: WorkerState, message):
+    """Form Y = P + new points; reply the disLR message for ``k(Y, A_i)``.
+
+    ``message`` is ``Tagged(raw_points=new_points, model=config, seed=sketch_seed)``.
+    """
+    from kernelscale.horizontal.sampling import stack_rows
+
+    new_points, config = message["raw_points"], message["model"]
+    kept = getattr(state, "leverage_points", None)
+    Y = new_points if kept is None else stack_rows([kept, new_points])
+    state.landmarks = Y
+    kernel = Kernel.from_dict(config["kernel"])
+    X, chunk = state.data, config["chunk_size"]
+    n_y = Y.shape[0]
+    row_sums = np.zeros(n_y)
+    sketched = config["messages"] == "sketch" and X.shape[0] > config["sketch_width"]
+    if config["messages"] == "gram":
+        acc = np.zeros((n_y, n_y))
+    elif sketched:
+        sketch = make_sketch("countsketch+gaussian", X.shape[0], config["sketch_width"],
+                             message["seed"])
+        acc = 0.0  # summed in the sketch's intermediate space, mapped by finish()
+    else:
+        acc = np.empty((X.shape[0], n_y))
+    for start in range(0, X.shape[0], chunk):
+        block = kernel(X[start : start + chunk], Y)  # chunk x |Y|: k(A_chunk, Y)
+        row_sums += block.sum(axis=0)
+        if config["messages"] == "gram":
+            acc += block.T @ block.copy()
+        elif sketched:
+            acc += sketch.left_partial(block, start)
+        else:
+            acc[start : start + chunk] = block
+    if config["messages"] == "gram":
+        message = pack_symmetric(acc)
+    elif sketched:
+        message = sketch.finish(acc).T  # |Y| x w
+    else:
+        message = acc.T  # |Y| x n_i, unsketched
+    if not config["center"]:
+        return Tagged(sketch=message)
+    # 1^T T_i, needed to centre a sketched message (T_i = I when unsketched).
+    column_sums = sketch.left(np.ones((X.shape[0], 1))).ravel() if sketched else None
+    return Tagged(sketch=message, scalars=[row_sums, column_sums])
+
+
+def store_model_step(state: WorkerState, coef, center):
+    """Keep the components (the paper's final broadcast of W to the workers)."""
+    state.coef = coef
+    state.center = center
+
+
+def dislr(cluster: Cluster, Y, new_points, kernel: Kernel, n_components: int, n_samples: int,
+          messages: str, center: bool, chunk_size: int, seeds: list[int], rtol: float = 1e-10,
+          round_prefix: str = "disLR") -> KernelPCAModel:
+    """Run disLR on landmarks ``Y`` (the workers already hold ``Y[:len(Y)-len(new_points)]``).
+
+    Returns the fitted :class:`KernelPCAModel`; ``C = F W`` with ``W`` the top-k
+    eigenvectors of ``Pi Pi^T`` (gram) or left singular vectors of ``Pi T`` (sketch).
+    """
+    n_y = Y.shape[0]
+    config = {"kernel": kernel.to_dict(), "chunk_size": chunk_size, "messages": messages,
+              "center": center, "sketch_width": n_y}
+    name = (f"{round_prefix}: k(Y,A_i) k(A_i,Y)" if messages == "gram"
+            else f"{round_prefix}: k(Y,A_i) T_i (k(Y,A_i) where n_i <= w)")
+    args = [(Tagged(raw_points=new_points, model=config, seed=s),) for s in seeds]
+    replies = cluster.scatter_map(projection_step, args, round=name, reply_kind="sketch")
+    # Master: Q = phi(Y) F is an orthonormal basis of span(phi(Y)).
+    F = whitening(kernel(Y, Y), rtol)
+    mean = None
+    if center:
+        mean = sum(r["scalars"][0] for r in replies) / n_samples
+    if messages == "gram":
+        G = sum(unpack_symmetric(r["sketch"], n_y) for r in replies)
+        if center:
+            G -= n_samples * np.outer(mean, mean)
+        eigenvalues, W = top_eigh(F.T @ G @ F, n_components)
+    else:
+        blocks = []
+        for r in replies:
+            block = r["sketch"]
+            if center:
+                column_sums = r["scalars"][1]
+                if column_sums is None:
+                    column_sums = np.ones(block.shape[1])
+                block = block - np.outer(mean, column_sums)
+            blocks.append(F.T @ block)
+        eigenvalues, W = top_left_singular(np.hstack(blocks), n_components)
+    if W.shape[1] < n_components:
+        raise ValueError(
+            f"span(phi(Y)) has numerical rank {W.shape[1]} < n_components={n_components}: "
+            "the landmarks are (nearly) dependent. Use more landmarks or a wider kernel."
+        )
+    coef = F @ W
+    cluster.broadcast_map(store_model_step, coef, mean, round=f"{round_prefix}: components",
+                          kind="model", reply_kind="model")
+    return KernelPCAModel(kernel=kernel, landmarks=Y, coef=coef, eigenvalues=eigenvalues,
+                          center=mean)

@@ -1,0 +1,226 @@
+"""Fitted kernel PCA subspaces, their transform, their error, and a portable file format.
+
+Two shapes of answer come out of the horizontal algorithms:
+
+* :class:`KernelPCAModel` - a subspace of the kernel's feature space spanned by
+  representative points: ``V = phi(Y) C`` with ``C^T K_YY C = I``, so
+  ``transform(x) = C^T (k(Y, x) - m)`` where ``m`` is the training mean of
+  ``k(Y, .)`` when the model is centred (zero otherwise).
+* :class:`RandomFeaturePCAModel` - a subspace of a random feature space ``z``:
+  ``transform(x) = V^T (z(x) - mean)``.
+
+Files are ``.npz`` archives of plain arrays plus a JSON header, loaded with
+``allow_pickle=False``: loading a model can never run code.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class KernelPCAModel:
+    """A rank-k subspace ``phi(Y) C`` of the kernel feature space.
+
+    Attributes
+    ----------
+    kernel : Kernel
+    landmarks : array or CSR of shape (n_landmarks, n_features)
+        The representative points ``Y``.
+    coef : ndarray of shape (n_landmarks, n_components)
+        ``C``, with ``C^T K_YY C = I`` (orthonormal directions in feature space).
+    eigenvalues : ndarray of shape (n_components,)
+        Energy captured by each direction (eigenvalues of the projected kernel).
+    center : ndarray of shape (n_landmarks,) or None
+        Training mean of ``k(Y, a)`` for a centred model.
+    """
+
+    kernel: Kernel
+    landmarks: object
+    coef: np.ndarray
+    eigenvalues: np.ndarray
+    center: np.ndarray | None = None
+    info: dict = field(default_factory=dict)
+
+    model_type = "landmark_kpca"
+
+    @property
+    def n_components(self) -> int:
+        return self.coef.shape[1]
+
+    def transform(self, X, chunk_size: int = DEFAULT_CHUNK_SIZE) -> np.ndarray:
+        """Coordinates of the rows of ``X`` on the components, shape (n, n_components)."""
+        out = np.empty((X.shape[0], self.n_components))
+        for start in range(0, X.shape[0], chunk_size):
+            block = self.kernel(X[start : start + chunk_size], self.landmarks)
+            if self.center is not None:
+                block -= self.center
+            out[start : start + chunk_size] = block @ self.coef
+        return out
+
+    def diag(self, X) -> np.ndarray:
+        """``k(x, x)`` for each row: the squared feature-space norm."""
+        return self.kernel.diag(X)
+
+    def to_arrays(self) -> tuple[dict, dict]:
+        Y = self.landmarks
+        arrays = {"coef": self.coef, "eigenvalues": self.eigenvalues}
+        if sp.issparse(Y):
+            Y = Y.tocsr()
+            arrays.update(
+                landmarks_data=Y.data, landmarks_indices=Y.indices, landmarks_indptr=Y.indptr
+            )
+        else:
+            arrays["landmarks"] = np.asarray(Y)
+        if self.center is not None:
+            arrays["center"] = self.center
+        meta = {
+            "kernel": self.kernel.to_dict(),
+            "sparse_landmarks": bool(sp.issparse(Y)),
+            "landmarks_shape": list(Y.shape),
+            "info": self.info,
+        }
+        return arrays, meta
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, meta: dict) -> KernelPCAModel:
+        if meta["sparse_landmarks"]:
+            Y = sp.csr_matrix(
+                (arrays["landmarks_data"], arrays["landmarks_indices"], arrays["landmarks_indptr"]),
+                shape=tuple(meta["landmarks_shape"]),
+            )
+        else:
+            Y = arrays["landmarks"]
+        return cls(
+            kernel=Kernel.from_dict(meta["kernel"]),
+            landmarks=Y,
+            coef=arrays["coef"],
+            eigenvalues=arrays["eigenvalues"],
+            center=arrays.get("center"),
+            info=meta.get("info", {}),
+        )
+
+    def save(self, path) -> None:
+        """Write the model as ``.npz`` (arrays) with a JSON header; no pickle."""
+        save_model(self, path)
+
+
+@dataclass
+class RandomFeaturePCAModel:
+    """A rank-k subspace of a random feature space (the random-features baseline).
+
+    The feature map is rebuilt from ``(kernel, n_features_in, n_random_features,
+    feature_seed)``, so the file holds the seed, not the map.
+    """
+
+    kernel: Kernel
+    n_features_in: int
+    n_random_features: int
+    feature_seed: int
+    components: np.ndarray
+    eigenvalues: np.ndarray
+    mean: np.ndarray | None = None
+    info: dict = field(default_factory=dict)
+
+    model_type = "random_feature_pca"
+
+    @property
+    def n_components(self) -> int:
+        return self.components.shape[1]
+
+    @property
+    def feature_map(self):
+        from kernelscale.features import make_feature_map
+
+        return make_feature_map(
+            self.kernel, self.n_features_in, self.n_random_features, self.feature_seed
+        )
+
+    def transform(self, X, chunk_size: int = DEFAULT_CHUNK_SIZE) -> np.ndarray:
+        fmap = self.feature_map
+        out = np.empty((X.shape[0], self.n_components))
+        for start in range(0, X.shape[0], chunk_size):
+            Z = fmap.transform(X[start : start + chunk_size])
+            if self.mean is not None:
+                Z -= self.mean
+            out[start : start + chunk_size] = Z @ self.components
+        return out
+
+    def diag(self, X) -> np.ndarray:
+        return self.kernel.diag(X)
+
+    def to_arrays(self) -> tuple[dict, dict]:
+        arrays = {"components": self.components, "eigenvalues": self.eigenvalues}
+        if self.mean is not None:
+            arrays["mean"] = self.mean
+        meta = {
+            "kernel": self.kernel.to_dict(),
+            "n_features_in": self.n_features_in,
+            "n_random_features": self.n_random_features,
+            "feature_seed": str(self.feature_seed),
+            "info": self.info,
+        }
+        return arrays, meta
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, meta: dict) -> RandomFeaturePCAModel:
+        return cls(
+            kernel=Kernel.from_dict(meta["kernel"]),
+            n_features_in=int(meta["n_features_in"]),
+            n_random_features=int(meta["n_random_features"]),
+            feature_seed=int(meta["feature_seed"]),
+            components=arrays["components"],
+            eigenvalues=arrays["eigenvalues"],
+            mean=arrays.get("mean"),
+            info=meta.get("info", {}),
+        )
+
+    def save(self, path) -> None:
+        save_model(self, path)
+
+
+MODEL_TYPES = {cls.model_type: cls for cls in (KernelPCAModel, RandomFeaturePCAModel)}
+
+
+def register_model_type(cls) -> None:
+    """Let :func:`load_model` read another model class (``model_type``, ``from_arrays``)."""
+    MODEL_TYPES[cls.model_type] = cls
+
+
+def save_model(model, path) -> None:
+    """Save any registered model as ``.npz`` with a JSON header (``allow_pickle=False`` safe)."""
+    arrays, meta = model.to_arrays()
+    header = {"format_version": FORMAT_VERSION, "model_type": model.model_type, **meta}
+    with open(Path(path), "wb") as fh:
+        np.savez(fh, __header__=np.array(json.dumps(header)), **arrays)
+
+
+def load_model(path):
+    """Load a model written by :func:`save_model`; never unpickles anything."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"No model file at {path}.")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (ValueError, OSError) as exc:
+        raise ValueError(f"{path} is not a kernelscale model file (.npz): {exc}") from exc
+    if "__header__" not in arrays:
+        raise ValueError(f"{path} has no kernelscale header; was it written by save_model?")
+    header = json.loads(str(arrays.pop("__header__")))
+    model_type = header.get("model_type")
+    if model_type not in MODEL_TYPES:
+        raise ValueError(
+            f"{path} holds a model of unknown type {model_type!r}; "
+            f"known types: {', '.join(MODEL_TYPES)}."
+        )
+    return MODEL_TYPES[model_type].from_arrays(arrays, header)
