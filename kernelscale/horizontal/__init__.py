@@ -1,5 +1,21 @@
 """Kernel PCA over horizontal partitions: disKPCA and its baselines (papers 000/001)."""
 
+from kernelscale.horizontal.baselines import (
+    exact_kpca,
+    random_features_pca,
+    uniform_batch,
+    uniform_dislr,
+)
 from kernelscale.horizontal.diskpca import diskpca
+from kernelscale.horizontal.estimator import DistributedKernelPCA
+from kernelscale.horizontal.evaluate import distributed_error
 
-__all__ = ["diskpca"]
+__all__ = [
+    "DistributedKernelPCA",
+    "diskpca",
+    "distributed_error",
+    "exact_kpca",
+    "random_features_pca",
+    "uniform_batch",
+    "uniform_dislr",
+]
