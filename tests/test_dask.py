@@ -1,0 +1,268 @@
+"""The Dask backend on a real ``distributed.LocalCluster`` of two worker processes.
+
+The same protocol gives the same replies and exactly the same ledger on
+``DaskCluster`` as on ``LocalCluster``; a failing step and a dying worker
+surface as one ``WorkerError`` naming the partition and the round; with
+``retry_lost`` a lost partition is rebuilt and the fit's words are unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+distributed = pytest.importorskip("distributed")
+cloudpickle = pytest.importorskip("cloudpickle")
+
+from kernelscale.runtime import (  # noqa: E402
+    LocalCluster,
+    Tagged,
+    WorkerError,
+    validate_cluster,
+    worker_seeds,
+)
+from kernelscale.runtime.build import make_cluster  # noqa: E402
+from kernelscale.runtime.dask import DaskCluster  # noqa: E402
+
+# The steps below live in this test module: ship them to the workers by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+TIMEOUT = 30.0  # a round that outlives this fails: nothing in these tests hangs
+
+
+@pytest.fixture(scope="session")
+def dask_cluster():
+    with distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+    ) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def client(dask_cluster):
+    with distributed.Client(dask_cluster) as client:
+        client.wait_for_workers(2, timeout=60)  # a killed worker's nanny restarts it
+        yield client
+
+
+# ------------------------------------------------------------------ worker steps
+def embed(state, seed):
+    """Keep a seeded random projection of the partition; reply with its Gram matrix."""
+    rng = np.random.default_rng(seed)
+    X = state.data
+    state.embedding = np.asarray(X @ rng.standard_normal((X.shape[1], 3)))
+    return state.embedding.T @ state.embedding
+
+
+def project(state, direction):
+    """Use the kept embedding: counts and a projection, tagged by kind."""
+    scores = state.embedding @ direction
+    return Tagged(scalars=np.array([scores.size, scores.max()]), sketch=scores[:2])
+
+
+def first_rows(state, k):
+    """Send k raw rows (CSR rows stay CSR)."""
+    return state.data[:k]
+
+
+def fail_on(state, worker):
+    if state.worker == worker:
+        raise ValueError(f"bad thing on partition {state.worker}")
+    return 0
+
+
+def exit_once(state, worker, marker):
+    """Kill this worker's process the first time (the marker file remembers)."""
+    if state.worker == worker and not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(1)
+    return state.worker
+
+
+async def exit_process():
+    """Run with ``client.run`` on a worker: end its process at once."""
+    os._exit(1)
+
+
+def make_partition(i, n_rows=6, n_features=4, sparse=False):
+    rng = np.random.default_rng(100 + i)
+    X = rng.standard_normal((n_rows + i, n_features))
+    if sparse:
+        X[X < 0.3] = 0.0
+        return sp.csr_matrix(X)
+    return X
+
+
+def protocol(cluster, random_state=0, crash=None):
+    """A small master function: rounds with state kept between them."""
+    rng = np.random.default_rng(random_state)
+    cluster.reset()
+    info = validate_cluster(cluster)
+    seeds = worker_seeds(rng, cluster.n_workers)
+    grams = cluster.scatter_map(embed, [(s,) for s in seeds], round="embed", kind="seed")
+    if crash is not None:
+        cluster.broadcast_map(exit_once, *crash, round="crash", kind="scalars")
+    direction = np.linalg.eigh(sum(grams))[1][:, -1]
+    tagged = cluster.broadcast_map(project, direction, round="project")
+    rows = cluster.broadcast_map(first_rows, 2, round="sample", kind="scalars",
+                                 reply_kind="raw_points")
+    with cluster.phase("evaluate"):
+        again = cluster.broadcast_map(project, -direction, round="project")
+    return info, grams, tagged, rows, again
+
+
+def assert_same_replies(a, b):
+    info_a, *rest_a = a
+    info_b, *rest_b = b
+    assert info_a == info_b
+    for xs, ys in zip(rest_a, rest_b, strict=True):
+        for x, y in zip(xs, ys, strict=True):
+            if isinstance(x, dict):
+                assert type(x) is type(y) and x.keys() == y.keys()
+                for key in x:
+                    np.testing.assert_array_equal(x[key], y[key])
+            elif sp.issparse(x):
+                assert sp.issparse(y) and (x != y).nnz == 0
+            else:
+                np.testing.assert_array_equal(x, y)
+
+
+# ------------------------------------------------------------------------ tests
+@pytest.mark.parametrize("sparse", [False, True])
+def test_same_replies_and_same_ledger_as_in_process(client, sparse):
+    partitions = [make_partition(i, sparse=sparse) for i in range(3)]
+    local = LocalCluster(partitions)
+    with DaskCluster.from_arrays(client, partitions, timeout=TIMEOUT) as remote:
+        for seed in (0, 1):
+            assert_same_replies(protocol(local, seed), protocol(remote, seed))
+            assert remote.ledger == local.ledger
+    assert local.ledger.total_words("evaluate") > 0
+    assert local.ledger.words_by_kind()["raw_points"] > 0
+
+
+def test_loaders_run_on_the_workers(client, tmp_path):
+    np.save(tmp_path / "p0.npy", make_partition(0))
+    loaders = [str(tmp_path / "p0.npy"), functools.partial(make_partition, 1)]
+    local = LocalCluster([make_partition(0), make_partition(1)])
+    with DaskCluster.from_loaders(client, loaders, timeout=TIMEOUT) as remote:
+        assert_same_replies(protocol(local), protocol(remote))
+        assert remote.ledger == local.ledger
+
+
+def test_step_exception_names_worker_and_round(client):
+    partitions = [make_partition(i) for i in range(3)]
+    with pytest.raises(WorkerError) as in_process:
+        LocalCluster(partitions).broadcast_map(fail_on, 1, round="check")
+    with DaskCluster.from_arrays(client, partitions, timeout=TIMEOUT) as remote:
+        with pytest.raises(WorkerError) as on_dask:
+            remote.broadcast_map(fail_on, 1, round="check")
+        # the cluster is still usable after a step error
+        assert remote.broadcast_map(fail_on, 5, round="check again") == [0, 0, 0]
+    assert (on_dask.value.worker, on_dask.value.round) == (1, "check")
+    assert on_dask.value.cause == in_process.value.cause == "ValueError: bad thing on partition 1"
+
+
+def test_worker_killed_mid_fit_raises_worker_error(client, tmp_path):
+    partitions = [make_partition(i) for i in range(2)]
+    with DaskCluster.from_arrays(client, partitions, timeout=TIMEOUT) as remote:
+        with pytest.raises(WorkerError) as error:
+            protocol(remote, crash=(1, str(tmp_path / "crashed")))
+        assert (error.value.worker, error.value.round) == (1, "crash")
+        assert "holding partition 1 was lost" in error.value.cause
+        # Later rounds fail the same way instead of waiting on the dead worker.
+        with pytest.raises(WorkerError, match="was lost") as later:
+            remote.broadcast_map(first_rows, 1, round="after")
+        assert later.value.worker == 1
+
+
+def test_worker_killed_between_rounds_raises_worker_error(client):
+    partitions = [make_partition(i) for i in range(2)]
+    with DaskCluster.from_arrays(client, partitions, timeout=TIMEOUT) as remote:
+        remote.broadcast_map(first_rows, 1, round="before")
+        client.run(exit_process, workers=[remote.addresses[0]], wait=False)
+        deadline = time.monotonic() + TIMEOUT  # wait until the scheduler saw it go
+        while remote.addresses[0] in client.nthreads() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(WorkerError, match="partition 0 was lost") as error:
+            remote.broadcast_map(first_rows, 1, round="after")
+        assert (error.value.worker, error.value.round) == (0, "after")
+
+
+@pytest.mark.parametrize("source", ["loaders", "arrays"])
+def test_retry_lost_rebuilds_the_partition(client, tmp_path, source):
+    partitions = [make_partition(i) for i in range(3)]
+    local = LocalCluster(partitions)
+    marker = str(tmp_path / "crashed")
+    # In-process nobody exits (no worker 99); same words and bytes as (1, marker).
+    expected = protocol(local, 3, crash=(99, marker))
+    if source == "loaders":
+        loaders = [functools.partial(make_partition, i) for i in range(3)]
+        remote = DaskCluster.from_loaders(client, loaders, timeout=TIMEOUT, retry_lost=True)
+    else:
+        remote = DaskCluster.from_arrays(client, partitions, timeout=TIMEOUT, retry_lost=True)
+    with remote:
+        got = protocol(remote, 3, crash=(1, marker))
+        assert os.path.exists(marker)  # worker 1 really died once
+        assert_same_replies(expected, got)
+        assert remote.ledger.copy("fit") == local.ledger.copy("fit")
+        assert remote.ledger.copy("evaluate") == local.ledger.copy("evaluate")
+        recovery = remote.ledger.words_by_round("recovery")
+        # the replay resends the seed of "embed", returns its Gram matrix again,
+        # and the crashed round is sent again
+        assert {"describe partitions", "embed", "crash"} <= set(recovery)
+        assert remote.ledger.total_words("recovery") > 0
+        raw = remote.ledger.words_by_kind("recovery").get("raw_points", 0)
+        assert (raw > 0) == (source == "arrays")
+
+
+def test_make_cluster(client):
+    partitions = [make_partition(i) for i in range(2)]
+    local = make_cluster(partitions)
+    assert isinstance(local, LocalCluster) and make_cluster(local) is local
+    loaded = make_cluster([functools.partial(make_partition, i) for i in range(2)])
+    np.testing.assert_array_equal(loaded.states[1].data, partitions[1])
+    with make_cluster(partitions, backend="dask", client=client, timeout=TIMEOUT) as remote:
+        assert isinstance(remote, DaskCluster)
+        assert_same_replies(protocol(local), protocol(remote))
+        assert remote.ledger == local.ledger
+
+
+def test_make_cluster_from_dask_array(client):
+    da = pytest.importorskip("dask.array")
+    X = np.vstack([make_partition(i) for i in range(3)])
+    chunks = ((6, 7, 8), (2, 2))
+    local = make_cluster(da.from_array(X, chunks=chunks))
+    assert [s.data.shape for s in local.states] == [(6, 4), (7, 4), (8, 4)]
+    remote = make_cluster(da.from_array(X, chunks=chunks), backend="dask", client=client)
+    with remote:
+        assert_same_replies(protocol(local), protocol(remote))
+        assert remote.ledger == local.ledger
+
+
+def test_bad_input_is_refused_early(client):
+    X = make_partition(0)
+    with pytest.raises(ValueError, match="Unknown backend"):
+        make_cluster([X], backend="spark")
+    with pytest.raises(ValueError, match="needs client"):
+        make_cluster([X], backend="dask")
+    with pytest.raises(TypeError, match="list of partitions"):
+        make_cluster(X)
+    with pytest.raises(TypeError, match="mixes loaders and arrays"):
+        make_cluster([X, "part.npy"])
+    with pytest.raises(ValueError, match="no partitions"):
+        make_cluster([])
+    with pytest.raises(TypeError, match="loader must be"):
+        DaskCluster.from_loaders(client, [X])
+    with pytest.raises(ValueError, match="timeout must be positive"):
+        DaskCluster.from_arrays(client, [X], timeout=0)
+    bad = X.copy()
+    bad[0, 0] = np.nan
+    with DaskCluster.from_arrays(client, [X, bad], timeout=TIMEOUT) as remote:
+        with pytest.raises(ValueError, match="Partition 1 holds 1 NaN"):
+            validate_cluster(remote)
