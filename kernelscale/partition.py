@@ -91,3 +91,60 @@ def _check_counts(n_samples, n_workers):
             f"Cannot split {n_samples} rows over {n_workers} workers: "
             "every worker needs at least one row."
         )
+
+
+def feature_block_partition(n_features: int, blocks) -> list[np.ndarray]:
+    """Column indices per party for vertical partitions (each party holds some features).
+
+    Parameters
+    ----------
+    n_features : int
+        Number of columns of the full data.
+    blocks : int, sequence of int, or sequence of index arrays
+        An int ``J`` cuts the columns into ``J`` contiguous, (almost) even blocks;
+        a list of ints gives the block sizes (uneven blocks, summing to
+        ``n_features``); a list of index arrays gives the columns of each party
+        explicitly (every column exactly once).
+
+    Returns
+    -------
+    list of ndarray of int
+        One non-empty array of column indices per party.
+    """
+    if int(n_features) != n_features or n_features < 1:
+        raise ValueError(f"n_features must be a positive integer, got {n_features!r}.")
+    n_features = int(n_features)
+    if np.isscalar(blocks):
+        if int(blocks) != blocks or blocks < 1:
+            raise ValueError(f"blocks must be a positive integer, got {blocks!r}.")
+        if blocks > n_features:
+            raise ValueError(
+                f"Cannot split {n_features} features over {blocks} parties: "
+                "every party needs at least one feature."
+            )
+        return [np.asarray(b, dtype=np.int64) for b in np.array_split(np.arange(n_features), blocks)]
+    blocks = list(blocks)
+    if not blocks:
+        raise ValueError("blocks is empty: give at least one party.")
+    if all(np.isscalar(b) for b in blocks):
+        sizes = np.asarray(blocks)
+        if np.any(sizes != np.round(sizes)) or np.any(sizes < 1):
+            raise ValueError(f"Block sizes must be positive integers, got {blocks!r}.")
+        if sizes.sum() != n_features:
+            raise ValueError(
+                f"Block sizes {blocks!r} sum to {int(sizes.sum())}, not to n_features={n_features}."
+            )
+        return _cut(np.arange(n_features), sizes.astype(np.int64))
+    indices = [np.asarray(b).ravel() for b in blocks]
+    for party, idx in enumerate(indices):
+        if idx.size == 0:
+            raise ValueError(f"Feature block {party} is empty: every party needs a feature.")
+        if idx.dtype.kind not in "iu":
+            raise ValueError(f"Feature block {party} must hold integer column indices.")
+    every = np.sort(np.concatenate(indices))
+    if not np.array_equal(every, np.arange(n_features)):
+        raise ValueError(
+            "Feature blocks must use every column 0..n_features-1 exactly once "
+            f"(n_features={n_features})."
+        )
+    return [idx.astype(np.int64) for idx in indices]
