@@ -55,7 +55,8 @@ def _prepare(cluster, kernel, n_components, n_landmarks, random_state):
 
 def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   n_landmarks: int = 400, messages: str = "gram", center: bool = False,
-                  chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None) -> KernelPCAModel:
+                  chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,
+                  **_) -> KernelPCAModel:
     """Uniform + disLR: ``n_landmarks`` uniform points, then Algorithm 3 of 001."""
     rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
     Y = uniform_sample(cluster, info, n_landmarks, rng)
