@@ -1,0 +1,179 @@
+"""Every distributed algorithm gives the same model and the same ledger on Dask.
+
+Each master function runs twice with the same ``random_state``: on the
+in-process ``LocalCluster`` and on a ``DaskCluster`` over a real
+``distributed.LocalCluster`` of two worker processes (no mocks). The results
+must agree to 1e-10 and the ledgers (every message: round, phase, direction,
+kind, worker, words, bytes) must be exactly equal.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+distributed = pytest.importorskip("distributed")
+
+from kernelscale.kernels import make_kernel  # noqa: E402
+from kernelscale.runtime import LocalCluster  # noqa: E402
+from kernelscale.runtime.dask import DaskCluster  # noqa: E402
+
+TOL = 1e-10
+TIMEOUT = 60.0
+
+
+@pytest.fixture(scope="session")
+def client():
+    with distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+    ) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+def optional(module: str):
+    """The algorithm's module, or skip while it is not in the library."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        pytest.skip(f"{module} is not available: {exc}")
+
+
+def assert_same(a, b, where="result"):
+    """Recursive comparison: arrays to 1e-10, everything else exactly."""
+    if hasattr(a, "to_dict") and callable(a.to_dict):
+        assert a.to_dict() == b.to_dict(), where
+    elif sp.issparse(a):
+        assert sp.issparse(b), where
+        np.testing.assert_allclose(a.toarray(), b.toarray(), rtol=TOL, atol=TOL, err_msg=where)
+    elif isinstance(a, (np.ndarray, float, np.floating)):
+        np.testing.assert_allclose(a, b, rtol=TOL, atol=TOL, err_msg=where)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_same(a[key], b[key], f"{where}[{key!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{where}[{i}]")
+    elif hasattr(a, "__dict__") and not callable(a):
+        assert type(a) is type(b), where
+        assert_same(vars(a), vars(b), where)
+    else:
+        assert a == b, where
+
+
+def run_both(client, partitions, master, **kwargs):
+    """Run ``master(cluster, **kwargs)`` in-process and on Dask; compare everything."""
+    local = LocalCluster(partitions)
+    expected = master(local, **kwargs)
+    with DaskCluster.from_arrays(client, partitions, timeout=TIMEOUT) as remote:
+        got = master(remote, **kwargs)
+        assert_same(expected, got)
+        assert remote.ledger == local.ledger
+    assert local.ledger.total_words(phase=None) > 0
+    return expected, local.ledger
+
+
+def horizontal_data(sparse=False, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((3, 5)) * 3
+    parts = []
+    for n in (70, 50, 40):
+        X = centres[rng.integers(3, size=n)] + rng.standard_normal((n, 5))
+        if sparse:
+            X[np.abs(X) < 0.8] = 0.0
+            X = sp.csr_matrix(X)
+        parts.append(X)
+    return parts
+
+
+SMALL = {"n_components": 3, "n_landmarks": 25, "n_random_features": 80,
+         "embedding_dim": 8, "row_sketch_dim": 16, "chunk_size": 32}
+
+
+# ------------------------------------------------------------- horizontal (000/001)
+@pytest.mark.parametrize("messages", ["gram", "sketch"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_diskpca(client, messages, sparse):
+    horizontal = optional("kernelscale.horizontal")
+    kernel = make_kernel("rbf", gamma=0.1)
+    model, ledger = run_both(client, horizontal_data(sparse), horizontal.diskpca, kernel=kernel,
+                             messages=messages, center=not sparse, random_state=1, **SMALL)
+    assert ledger.words_by_kind("fit").get("raw_points", 0) > 0
+
+
+@pytest.mark.parametrize("method", ["uniform_dislr", "uniform_batch", "exact_kpca",
+                                    "random_features_pca"])
+def test_horizontal_baselines(client, method):
+    horizontal = optional("kernelscale.horizontal")
+    kernel = make_kernel("rbf", gamma=0.1)
+    run_both(client, horizontal_data(), getattr(horizontal, method), kernel=kernel,
+             random_state=2, **SMALL)
+
+
+def test_distributed_error(client):
+    horizontal = optional("kernelscale.horizontal")
+    parts = horizontal_data()
+    model = horizontal.diskpca(LocalCluster(parts), make_kernel("rbf", gamma=0.1),
+                               random_state=0, **SMALL)
+    _, ledger = run_both(client, parts, horizontal.distributed_error, model=model)
+    assert ledger.total_words("evaluate") == ledger.total_words(phase=None) > 0
+
+
+def test_estimator_on_dask(client):
+    horizontal = optional("kernelscale.horizontal")
+    parts = horizontal_data()
+    params = dict(kernel="rbf", gamma=0.1, random_state=3, **SMALL)
+    local = horizontal.DistributedKernelPCA(**params).fit(parts)
+    remote = horizontal.DistributedKernelPCA(**params, backend="dask", client=client).fit(parts)
+    X = np.vstack(parts)
+    np.testing.assert_allclose(local.transform(X), remote.transform(X), rtol=TOL, atol=TOL)
+    assert local.communication_ == remote.communication_
+
+
+# ---------------------------------------------------------------- vertical (002)
+def vertical_data(seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((60, 3)) @ rng.standard_normal((3, 9)) + 0.1 * rng.standard_normal(
+        (60, 9)
+    )
+    return [X[:, :3], X[:, 3:5], X[:, 5:]]
+
+
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+def test_vertical_one_shot(client, kernel):
+    vertical = optional("kernelscale.vertical")
+    run_both(client, vertical_data(), vertical.one_shot_kpca,
+             kernel=make_kernel(kernel, gamma=0.2), n_components=3, n_local_components=5)
+
+
+def test_vertical_transform(client):
+    vertical = optional("kernelscale.vertical")
+    kernel = make_kernel("rbf", gamma=0.2)
+    blocks = vertical_data()
+    model = vertical.one_shot_kpca(LocalCluster([b[:40] for b in blocks]), kernel,
+                                   n_components=3, n_local_components=5)
+    run_both(client, blocks, vertical.vertical_transform, model=model, chunk_size=8)
+
+
+def test_vertical_dpca(client):
+    dpca = optional("kernelscale.vertical.dpca")
+    run_both(client, vertical_data(), dpca.dpca, n_components=2, n_inner=3, n_outer=3,
+             random_state=4)
+
+
+# --------------------------------------------------------------- federated (003)
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_federated_kernel_kmeans(client, dropout):
+    federated = optional("kernelscale.federated.fkkmeans")
+    run_both(client, horizontal_data(), federated.fk_kmeans, n_clusters=3, n_random_features=20,
+             max_iter=4, coreset_size=40, dropout=dropout, random_state=5)
+
+
+def test_federated_linear_kmeans(client):
+    kmeans = optional("kernelscale.federated.kmeans")
+    run_both(client, horizontal_data(), kmeans.distributed_kmeans, n_clusters=3,
+             coreset_size=40, random_state=6)
