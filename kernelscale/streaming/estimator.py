@@ -1,0 +1,252 @@
+"""``StreamingKernelPCA``: a scikit-learn estimator over SKPCA, RNCA and streaming Nystrom.
+
+Also the model file: :func:`save_streaming_model` writes an ``.npz`` of plain
+arrays plus a JSON string of parameters (``"model_type": "streaming_kpca"``),
+loadable with ``np.load(allow_pickle=False)`` by :func:`load_streaming_model`.
+"""
+
+from __future__ import annotations
+
+import json
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from kernelscale.linalg import as_generator
+from kernelscale.streaming.baselines import RNCA, StreamingNystrom
+from kernelscale.streaming.skpca import SKPCA, StreamingMethod, check_positive_int
+
+MODEL_TYPE = "streaming_kpca"
+METHODS = {"skpca": SKPCA, "rnca": RNCA, "nystrom": StreamingNystrom}
+
+
+def build_method(
+    method: str,
+    n_features_in: int,
+    kernel: str = "rbf",
+    gamma: float | None = None,
+    n_random_features: int = 500,
+    sketch_size: int = 20,
+    n_landmarks: int | None = None,
+    shrink: str = "modified",
+    seed: int = 0,
+    chunk_size: int = 4096,
+) -> StreamingMethod:
+    """An empty streaming method by name (``gamma=None`` means ``1 / n_features_in``)."""
+    if method not in METHODS:
+        raise ValueError(f"Unknown method {method!r}; choose one of {sorted(METHODS)}.")
+    if gamma is None:
+        gamma = 1.0 / n_features_in
+    if method == "skpca":
+        return SKPCA(n_features_in, n_random_features, sketch_size, kernel, gamma, shrink,
+                     seed, chunk_size)
+    if method == "rnca":
+        return RNCA(n_features_in, n_random_features, kernel, gamma, seed, chunk_size)
+    c = n_random_features if n_landmarks is None else n_landmarks
+    return StreamingNystrom(n_features_in, c, kernel, gamma, seed=seed, chunk_size=chunk_size)
+
+
+class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Kernel PCA from one pass over a stream, in memory independent of its length.
+
+    ``method='skpca'`` is Algorithm 1 of paper 004: m random Fourier features fed
+    into a Frequent Directions sketch of ``sketch_size`` rows. ``'rnca'`` keeps the
+    exact m x m covariance of the features; ``'nystrom'`` keeps a reservoir sample
+    of ``n_landmarks`` points. Scores are uncentred, as in the paper (the kernel
+    matrix ``G`` itself is approximated, not the centred one).
+
+    Parameters
+    ----------
+    n_components : int, default=2
+        Number of kernel principal components returned by ``transform``.
+    kernel : {'rbf', 'laplacian'}, default='rbf'
+        Shift-invariant kernel (Nystrom also takes 'poly', 'linear', 'arccos').
+    gamma : float or None, default=None
+        Kernel scale; None means ``1 / n_features``.
+    n_random_features : int, default=500
+        Number of random Fourier features m (skpca, rnca).
+    sketch_size : int, default=20
+        Rows l of the Frequent Directions sketch (skpca).
+    n_landmarks : int or None, default=None
+        Reservoir size c (nystrom); None means ``n_random_features``.
+    method : {'skpca', 'rnca', 'nystrom'}, default='skpca'
+    shrink : {'modified', 'classic'}, default='modified'
+        Frequent Directions shrink (skpca).
+    batch_size : int, default=1024
+        Rows per mini-batch in ``fit``.
+    random_state : int, Generator or None, default=None
+        Seeds the random features and the reservoir sampler.
+
+    Attributes
+    ----------
+    sketcher_ : StreamingMethod
+        The fitted SKPCA, RNCA or StreamingNystrom object.
+    eigenvalues_ : ndarray of shape (n_components,)
+        Approximate top eigenvalues of the kernel matrix (0 where the sketch has
+        fewer directions).
+    gamma_ : float
+    n_samples_seen_ : int
+    space_words_ : int
+        Words held by the method (004's space count).
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).standard_normal((1000, 4))
+    >>> est = StreamingKernelPCA(n_components=3, n_random_features=300, random_state=0)
+    >>> for batch in np.array_split(X, 10):
+    ...     est = est.partial_fit(batch)
+    >>> est.transform(X[:5]).shape
+    (5, 3)
+    """
+
+    def __init__(
+        self,
+        n_components: int = 2,
+        *,
+        kernel: str = "rbf",
+        gamma: float | None = None,
+        n_random_features: int = 500,
+        sketch_size: int = 20,
+        n_landmarks: int | None = None,
+        method: str = "skpca",
+        shrink: str = "modified",
+        batch_size: int = 1024,
+        random_state=None,
+    ):
+        self.n_components = n_components
+        self.kernel = kernel
+        self.gamma = gamma
+        self.n_random_features = n_random_features
+        self.sketch_size = sketch_size
+        self.n_landmarks = n_landmarks
+        self.method = method
+        self.shrink = shrink
+        self.batch_size = batch_size
+        self.random_state = random_state
+
+    def _validate_params_for(self, n_features: int) -> None:
+        k = check_positive_int(self.n_components, "n_components")
+        check_positive_int(self.batch_size, "batch_size")
+        if self.method not in METHODS:
+            raise ValueError(f"Unknown method {self.method!r}; choose one of {sorted(METHODS)}.")
+        limit = {
+            "skpca": ("sketch_size", self.sketch_size),
+            "rnca": ("n_random_features", self.n_random_features),
+            "nystrom": (
+                "n_landmarks",
+                self.n_random_features if self.n_landmarks is None else self.n_landmarks,
+            ),
+        }[self.method]
+        if isinstance(limit[1], Integral) and k > limit[1]:
+            raise ValueError(
+                f"n_components={k} exceeds {limit[0]}={limit[1]}; the {self.method} sketch "
+                f"holds at most {limit[1]} directions."
+            )
+
+    def _start(self, n_features: int) -> None:
+        self._validate_params_for(n_features)
+        seed = int(as_generator(self.random_state).integers(2**63))
+        self.sketcher_ = build_method(
+            self.method, n_features, self.kernel, self.gamma, self.n_random_features,
+            self.sketch_size, self.n_landmarks, self.shrink, seed,
+        )
+
+    def partial_fit(self, X, y=None) -> StreamingKernelPCA:
+        """Feed one batch of points; returns self.
+
+        Parameters
+        ----------
+        X : array-like or CSR matrix of shape (n_samples, n_features)
+        y : ignored
+        """
+        first = not hasattr(self, "sketcher_")
+        X = validate_data(self, X, reset=first, accept_sparse="csr",
+                          dtype=[np.float64, np.float32])
+        if first:
+            self._start(X.shape[1])
+        self.sketcher_.partial_fit(X)
+        self._refresh()
+        return self
+
+    def fit(self, X, y=None) -> StreamingKernelPCA:
+        """Fit from scratch on ``X``, fed in batches of ``batch_size`` rows; returns self."""
+        X = validate_data(self, X, reset=True, accept_sparse="csr",
+                          dtype=[np.float64, np.float32])
+        self._start(X.shape[1])
+        for start in range(0, X.shape[0], self.batch_size):
+            self.sketcher_.partial_fit(X[start : start + self.batch_size])
+        self._refresh()
+        return self
+
+    def _refresh(self) -> None:
+        values, _ = self.sketcher_.eigen()
+        top = np.zeros(self.n_components)
+        top[: min(values.size, self.n_components)] = values[: self.n_components]
+        self.eigenvalues_ = top
+        self.n_samples_seen_ = self.sketcher_.n_samples_seen
+        self.gamma_ = self.sketcher_.params()["gamma"]
+        self.space_words_ = self.sketcher_.space_words
+
+    def transform(self, X) -> np.ndarray:
+        """Scores on the top ``n_components`` kernel principal directions (n, n_components)."""
+        check_is_fitted(self, "sketcher_")
+        X = validate_data(self, X, reset=False, accept_sparse="csr",
+                          dtype=[np.float64, np.float32])
+        return self.sketcher_.transform(X, self.n_components)
+
+    @property
+    def _n_features_out(self) -> int:
+        return self.n_components
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+def save_streaming_model(estimator: StreamingKernelPCA, path) -> None:
+    """Write a fitted estimator as ``.npz``: plain arrays plus a JSON ``params`` string.
+
+    The JSON holds ``"model_type": "streaming_kpca"``, the estimator's parameters
+    and the sketch's parameters (including the random-feature seed, from which
+    the feature map is rebuilt). No pickle is involved.
+    """
+    check_is_fitted(estimator, "sketcher_")
+    est_params = estimator.get_params()
+    if not isinstance(est_params["random_state"], (Integral, type(None))):
+        est_params["random_state"] = None
+    meta = {
+        "model_type": MODEL_TYPE,
+        "format_version": 1,
+        "estimator": est_params,
+        "sketcher": estimator.sketcher_.params(),
+        "n_features_in": int(estimator.n_features_in_),
+    }
+    arrays = estimator.sketcher_.to_arrays()
+    np.savez(path, params=np.array(json.dumps(meta)), **arrays)
+
+
+def load_streaming_model(path) -> StreamingKernelPCA:
+    """Read a model written by :func:`save_streaming_model` (no pickle).
+
+    The returned estimator can ``transform`` and keep streaming with ``partial_fit``.
+    """
+    with np.load(path, allow_pickle=False) as data:
+        if "params" not in data.files:
+            raise ValueError(f"{path} is not a kernelscale model file (no 'params' entry).")
+        meta = json.loads(str(data["params"]))
+        arrays = {name: data[name] for name in data.files if name != "params"}
+    if meta.get("model_type") != MODEL_TYPE:
+        raise ValueError(
+            f"{path} holds a {meta.get('model_type')!r} model, not {MODEL_TYPE!r}."
+        )
+    estimator = StreamingKernelPCA(**meta["estimator"])
+    sketcher_params = meta["sketcher"]
+    estimator.sketcher_ = METHODS[sketcher_params["method"]].from_state(sketcher_params, arrays)
+    estimator.n_features_in_ = int(meta["n_features_in"])
+    estimator._refresh()
+    return estimator
