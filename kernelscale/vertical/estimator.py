@@ -1,0 +1,199 @@
+"""``VerticalKernelPCA``: the one-shot vertical kernel PCA as a scikit-learn estimator."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+
+from kernelscale.kernels import DEFAULT_CHUNK_SIZE, make_kernel
+from kernelscale.partition import feature_block_partition
+from kernelscale.runtime import Ledger, LocalCluster
+from kernelscale.vertical.oneshot import VERTICAL_KERNELS, one_shot_kpca
+from kernelscale.vertical.projection import vertical_transform
+
+
+def _is_block_list(X) -> bool:
+    return isinstance(X, (list, tuple)) and len(X) > 0 and all(np.ndim(b) == 2 for b in X)
+
+
+class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Kernel PCA over parties that hold different features of the same samples (paper 002).
+
+    Each party (a worker of the in-process runtime) sends the top
+    ``n_local_components`` eigenpairs of its local kernel matrix, once; the fusion
+    centre rebuilds the global kernel (sum for ``linear``, Hadamard product for
+    ``rbf`` and ``laplacian``, elementwise power of the fused linear kernel for
+    ``poly``) and keeps its top ``n_components`` eigenvectors. New samples are
+    projected by a distributed computation (eq. (9), (10) of 002) in which the
+    parties send partial inner products or partial distances, never their features.
+
+    Parameters
+    ----------
+    n_components : int, default=2
+        Number of principal components.
+    n_local_components : int or None, default=None
+        Eigenpairs each party sends (``D``; ``D (n + 1)`` words per party). ``None``:
+        ``n_components + 1`` with ``center=True`` (centring removes the leading,
+        nearly constant direction of the fused kernel, so ``D > n_components`` is
+        needed), ``n_components`` otherwise.
+    kernel : {'rbf', 'linear', 'laplacian', 'poly'}, default='rbf'
+        scikit-learn conventions: ``rbf`` is ``exp(-gamma ||x - y||^2)``. Paper 002's
+        code uses ``exp(-||x - y||^2 / sigma^2)``: take ``gamma = 1 / sigma^2``.
+    gamma : float or None, default=None
+        Kernel scale, the same on every party; ``None`` means ``1 / n_features``
+        (all features, over all parties).
+    degree : int, default=3
+        Degree of ``poly``.
+    coef0 : float, default=1.0
+        Constant term of ``poly``.
+    center : bool, default=True
+        Centre the fused kernel (after fusion), as kernel PCA does.
+    feature_blocks : int, list of int, list of index arrays, or None, default=None
+        How ``fit(X)`` splits the columns of ``X`` over parties: ``J`` even blocks,
+        block sizes, or explicit column indices. ``None``: two even blocks (one if
+        ``X`` has a single feature). Ignored when ``fit`` gets the blocks.
+    chunk_size : int, default=4096
+        Rows per block of kernel evaluation and per projection round.
+    random_state : int, Generator or None, default=None
+        Unused by the one-shot algorithm (it is deterministic); kept for the API.
+
+    Attributes
+    ----------
+    eigenvalues_ : ndarray of shape (n_components,)
+    eigenvectors_ : ndarray of shape (n_samples, n_components)
+    model_ : VerticalKPCAModel
+    feature_blocks_ : list of ndarray
+        Column indices of each party in the full ``X`` (contiguous when fitted on blocks).
+    communication_ : Ledger
+        The messages of the fit (phases ``setup`` and ``fit``).
+    n_features_in_ : int
+
+    Notes
+    -----
+    ``fit_transform`` is ``fit`` followed by the distributed ``transform`` of the
+    training samples (exact kernel rows), so both agree as scikit-learn requires;
+    ``model_.training_embedding()`` gives ``V sqrt(lambda)`` from the fused kernel.
+    Dense input only. The estimator keeps the parties' training blocks
+    (``X_fit_blocks_``), like ``KernelPCA`` keeps ``X_fit_``: they stand for the
+    parties' own storage and are never sent.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(50, 6))
+    >>> est = VerticalKernelPCA(n_components=2, kernel="rbf", gamma=0.1,
+    ...                         n_local_components=8, feature_blocks=3).fit(X)
+    >>> est.transform(X[:4]).shape
+    (4, 2)
+    >>> est.communication_.upload_words(phase="fit") == 3 * 8 * (50 + 1)
+    True
+    """
+
+    def __init__(
+        self,
+        n_components=2,
+        n_local_components=None,
+        kernel="rbf",
+        gamma=None,
+        degree=3,
+        coef0=1.0,
+        center=True,
+        feature_blocks=None,
+        chunk_size=DEFAULT_CHUNK_SIZE,
+        random_state=None,
+    ):
+        self.n_components = n_components
+        self.n_local_components = n_local_components
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.center = center
+        self.feature_blocks = feature_blocks
+        self.chunk_size = chunk_size
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        """Fit on ``X`` (split by ``feature_blocks``) or on a list of the parties' blocks."""
+        if self.kernel not in VERTICAL_KERNELS:
+            raise ValueError(
+                f"Unknown kernel {self.kernel!r}; choose one of {', '.join(VERTICAL_KERNELS)}."
+            )
+        if _is_block_list(X):
+            blocks = [check_array(b, dtype=[np.float64, np.float32]) for b in X]
+            sizes = [b.shape[1] for b in blocks]
+            self.feature_blocks_ = feature_block_partition(sum(sizes), sizes)
+            self.n_features_in_ = int(sum(sizes))
+            rows = {b.shape[0] for b in blocks}
+            if len(rows) > 1:
+                raise ValueError(
+                    f"The blocks hold different numbers of samples {sorted(rows)}; every party "
+                    "must hold its features of the same samples."
+                )
+        else:
+            X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
+            blocks_spec = min(2, X.shape[1]) if self.feature_blocks is None else self.feature_blocks
+            self.feature_blocks_ = feature_block_partition(X.shape[1], blocks_spec)
+            blocks = [np.ascontiguousarray(X[:, cols]) for cols in self.feature_blocks_]
+        n_samples = blocks[0].shape[0]
+        if n_samples < 2:
+            raise ValueError(f"n_samples={n_samples}: kernel PCA needs at least 2 samples.")
+        if int(self.n_components) != self.n_components or not 1 <= self.n_components <= n_samples:
+            raise ValueError(
+                f"n_components={self.n_components!r} must be an integer in "
+                f"[1, n_samples={n_samples}]."
+            )
+        kernel = make_kernel(
+            self.kernel,
+            gamma=self.gamma,
+            degree=self.degree,
+            coef0=self.coef0,
+            n_features=self.n_features_in_,
+        )
+        cluster = LocalCluster(blocks)
+        self.model_ = one_shot_kpca(
+            cluster,
+            kernel,
+            int(self.n_components),
+            n_local_components=self.n_local_components,
+            center=bool(self.center),
+            chunk_size=int(self.chunk_size),
+        )
+        self.X_fit_blocks_ = [state.data for state in cluster.states]
+        self.communication_ = cluster.ledger
+        self.eigenvalues_ = self.model_.eigenvalues
+        self.eigenvectors_ = self.model_.eigenvectors
+        self._n_features_out = int(self.n_components)
+        return self
+
+    def distributed_transform(self, X) -> tuple[np.ndarray, Ledger]:
+        """Project new samples through the parties; also return the ledger of that run."""
+        check_is_fitted(self)
+        if _is_block_list(X):
+            new_blocks = [check_array(b, dtype=[np.float64, np.float32]) for b in X]
+            sizes = tuple(b.shape[1] for b in new_blocks)
+            if sizes != tuple(len(c) for c in self.feature_blocks_):
+                raise ValueError(
+                    f"The new blocks have {list(sizes)} features; the parties were fitted on "
+                    f"{[len(c) for c in self.feature_blocks_]}."
+                )
+        else:
+            X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+            new_blocks = [X[:, cols] for cols in self.feature_blocks_]
+        parties = [
+            np.vstack([train, new.astype(train.dtype, copy=False)])
+            for train, new in zip(self.X_fit_blocks_, new_blocks, strict=True)
+        ]
+        cluster = LocalCluster(parties)
+        Z = vertical_transform(cluster, self.model_, chunk_size=int(self.chunk_size))
+        return Z, cluster.ledger
+
+    def transform(self, X):
+        """Coordinates of new samples on the fitted components (distributed eq. (9)/(10))."""
+        return self.distributed_transform(X)[0]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        return tags
