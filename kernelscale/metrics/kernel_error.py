@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import scipy.linalg as sla
 from scipy.sparse.linalg import LinearOperator, eigsh
+from threadpoolctl import threadpool_limits
 
 from kernelscale.kernels import Kernel
 
@@ -80,7 +81,8 @@ def kernel_spectral_error(
     if n <= dense_below:
         D = np.vstack([_difference_block(X, Y, kernel, s, min(s + chunk_size, n))
                        for s in range(0, n, chunk_size)])
-        eig = sla.eigvalsh((D + D.T) / 2.0)
+        with threadpool_limits(1, user_api="blas"):  # threaded LAPACK stalls under load
+            eig = sla.eigvalsh((D + D.T) / 2.0)
         return float(np.max(np.abs(eig))) / n
 
     def matvec(v):

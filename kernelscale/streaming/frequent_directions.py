@@ -29,13 +29,29 @@ deltas, :attr:`FrequentDirections.shrinkage`, is a certified bound on
 
 from __future__ import annotations
 
+from functools import lru_cache
 from numbers import Integral
 
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
+from threadpoolctl import ThreadpoolController
 
 SHRINKS = ("modified", "classic")
+
+
+@lru_cache(maxsize=1)
+def _blas_controller() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+def single_threaded_blas():
+    """Context: one BLAS thread. The l x l eigenproblems and l x m products of the
+    sketch are far too small to share; on a loaded machine, threaded OpenBLAS
+    spends up to 100x their cost waiting for its threads."""
+    return _blas_controller().limit(limits=1, user_api="blas")
+
+
 # Directions whose squared singular value is below this fraction of the largest
 # are rounding noise of the l x l eigensolver; they are freed with the shrink.
 _RELATIVE_ZERO = 1e-13
@@ -115,6 +131,10 @@ class FrequentDirections:
 
     def _insert(self, rows: np.ndarray) -> None:
         # Algorithm 1 of 004: insert into zero rows; when B is full, shrink.
+        with single_threaded_blas():
+            self._insert_rows(rows)
+
+    def _insert_rows(self, rows: np.ndarray) -> None:
         start = 0
         while start < rows.shape[0]:
             take = min(self.sketch_size - self._n_filled, rows.shape[0] - start)
@@ -185,7 +205,8 @@ class FrequentDirections:
         rows = self.filled_rows
         if rows.shape[0] == 0:
             return np.zeros(0), np.zeros((self.n_features, 0))
-        _, s, Vt = sla.svd(rows, full_matrices=False, check_finite=False)
+        with single_threaded_blas():
+            _, s, Vt = sla.svd(rows, full_matrices=False, check_finite=False)
         keep = s > np.sqrt(_RELATIVE_ZERO) * s[0] if s[0] > 0 else np.zeros(s.size, bool)
         return s[keep], Vt[keep].T
 
