@@ -216,11 +216,19 @@ def load_model(path):
         raise ValueError(f"{path} is not a kernelscale model file (.npz): {exc}") from exc
     if "__header__" not in arrays:
         raise ValueError(f"{path} has no kernelscale header; was it written by save_model?")
-    header = json.loads(str(arrays.pop("__header__")))
-    model_type = header.get("model_type")
+    try:
+        header = json.loads(str(arrays.pop("__header__")))
+    except ValueError as exc:
+        raise ValueError(f"{path} has a damaged header (not JSON): {exc}") from exc
+    model_type = header.get("model_type") if isinstance(header, dict) else None
     if model_type not in MODEL_TYPES:
         raise ValueError(
             f"{path} holds a model of unknown type {model_type!r}; "
             f"known types: {', '.join(MODEL_TYPES)}."
         )
-    return MODEL_TYPES[model_type].from_arrays(arrays, header)
+    try:
+        return MODEL_TYPES[model_type].from_arrays(arrays, header)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{path} is a damaged {model_type} file: {exc!r} is missing or invalid."
+        ) from exc
