@@ -1,0 +1,244 @@
+"""Baselines of paper 001 with their ledgers, the fitted models, files, distributed error."""
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from kernelscale.features import make_feature_map
+from kernelscale.horizontal import (
+    diskpca,
+    distributed_error,
+    exact_kpca,
+    random_features_pca,
+    uniform_batch,
+    uniform_dislr,
+)
+from kernelscale.kernels import make_kernel
+from kernelscale.metrics.lowrank import (
+    exact_kpca_reference,
+    kernel_mean_norm_sq,
+    lowrank_error,
+)
+from kernelscale.model import KernelPCAModel, RandomFeaturePCAModel, load_model
+from kernelscale.partition import make_partition, split
+from kernelscale.runtime import DOWN, UP, LocalCluster
+
+KERNEL = make_kernel("rbf", gamma=0.2)
+
+
+def _parts(n=120, d=5, s=3, seed=0, method="power_law"):
+    X = np.random.default_rng(seed).standard_normal((n, d))
+    return X, split(X, make_partition(n, s, method, random_state=seed))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("center", [False, True])
+def test_exact_kpca_equals_exact_reference(center, seed):
+    X, parts = _parts(seed=seed)
+    cluster = LocalCluster(parts)
+    model = exact_kpca(cluster, KERNEL, n_components=4, center=center)
+    ref = exact_kpca_reference(X, KERNEL, 4, center=center)
+    np.testing.assert_allclose(model.eigenvalues, ref["eigenvalues"], rtol=1e-9)
+    err = lowrank_error(model, X)["error"]
+    assert err == pytest.approx(ref["opt"], rel=1e-9)
+    # Its projections are the exact ones: sqrt(lambda) times the eigenvectors (up to sign).
+    Z = model.transform(np.vstack(parts))
+    order = np.concatenate([np.flatnonzero(np.all(X == row, axis=1)) for row in np.vstack(parts)])
+    V = ref["eigenvectors"][order] * np.sqrt(ref["eigenvalues"])
+    np.testing.assert_allclose(np.abs(Z), np.abs(V), atol=1e-7)
+    assert cluster.ledger.words_by_round() == {"all data to master": {DOWN: 0, UP: 120 * 5}}
+
+
+def test_uniform_batch_ledger_sends_only_the_sample():
+    X, parts = _parts()
+    cluster = LocalCluster(parts)
+    model = uniform_batch(cluster, KERNEL, n_components=3, n_landmarks=30, random_state=0)
+    assert model.landmarks.shape == (30, 5)
+    assert cluster.ledger.words_by_round() == {
+        "uniform sampling: seeds": {DOWN: 3, UP: 0},
+        "uniform sampling": {DOWN: 3, UP: 30 * 5},
+    }
+    assert cluster.ledger.words_by_kind() == {"seed": 3, "scalars": 3, "raw_points": 150}
+    # Each landmark is a row of X.
+    assert all(np.any(np.all(X == y, axis=1)) for y in model.landmarks)
+    err, ref = lowrank_error(model, X)["error"], exact_kpca_reference(X, KERNEL, 3)
+    assert ref["opt"] <= err < ref["trace"]
+
+
+@pytest.mark.parametrize("center", [False, True])
+def test_uniform_dislr_ledger(center):
+    X, parts = _parts()
+    cluster = LocalCluster(parts)
+    model = uniform_dislr(cluster, KERNEL, n_components=3, n_landmarks=25, center=center,
+                          random_state=1)
+    n_y, s, d, k = 25, 3, 5, 3
+    assert model.landmarks.shape == (n_y, d)
+    extra = 1 if center else 0
+    assert cluster.ledger.words_by_round() == {
+        "uniform sampling: seeds": {DOWN: s, UP: 0},
+        "uniform sampling": {DOWN: s, UP: n_y * d},
+        "disLR: k(Y,A_i) k(A_i,Y)": {DOWN: s * (n_y * d + 9 + 1),
+                                     UP: s * (n_y * (n_y + 1) // 2 + extra * n_y)},
+        "disLR: components": {DOWN: s * n_y * (k + extra), UP: 0},
+    }
+    assert cluster.ledger.upload_words(kind="raw_points") == n_y * d
+    assert cluster.ledger.download_words(kind="raw_points") == s * n_y * d
+
+
+@pytest.mark.parametrize("center", [False, True])
+def test_random_features_pca_words_and_components(center):
+    X, parts = _parts(n=200)
+    m, s = 60, 3
+    cluster = LocalCluster(parts)
+    model = random_features_pca(cluster, KERNEL, n_components=4, n_random_features=m,
+                                center=center, random_state=0)
+    assert cluster.ledger.upload_words(kind="sketch") == s * m * (m + 1) // 2
+    assert cluster.ledger.upload_words(kind="scalars") == (s * m if center else 0)
+    assert cluster.ledger.upload_words() == s * m * (m + 1) // 2 + (s * m if center else 0)
+    assert cluster.ledger.download_words(kind="seed") == s
+    assert cluster.ledger.upload_words(kind="raw_points") == 0
+    # The components are the top eigenvectors of the pooled Z^T Z.
+    Z = make_feature_map(KERNEL, 5, m, model.feature_seed).transform(np.vstack(parts))
+    if center:
+        Z = Z - Z.mean(axis=0)
+    w, V = np.linalg.eigh(Z.T @ Z.copy())
+    np.testing.assert_allclose(model.eigenvalues, w[::-1][:4], rtol=1e-8)
+    np.testing.assert_allclose(np.abs(model.components.T @ V[:, ::-1][:, :4]), np.eye(4),
+                               atol=1e-6)
+
+
+def test_landmark_transform_is_c_transpose_k():
+    X, parts = _parts()
+    model = diskpca(LocalCluster(parts), KERNEL, n_components=3, n_landmarks=20,
+                    embedding_dim=10, n_random_features=100, random_state=0)
+    K_xy = KERNEL(X, model.landmarks)
+    np.testing.assert_allclose(model.transform(X, chunk_size=7), K_xy @ model.coef, atol=1e-12)
+    # C^T K_YY C = I: the directions are orthonormal in feature space.
+    C = model.coef
+    np.testing.assert_allclose(C.T @ KERNEL(model.landmarks, model.landmarks) @ C, np.eye(3),
+                               atol=1e-8)
+    centred = KernelPCAModel(KERNEL, model.landmarks, C, model.eigenvalues,
+                             center=np.full(20, 0.1))
+    np.testing.assert_allclose(centred.transform(X), (K_xy - 0.1) @ C, atol=1e-12)
+
+
+def _models():
+    X, parts = _parts()
+    dense = diskpca(LocalCluster(parts), KERNEL, n_components=3, n_landmarks=20,
+                    embedding_dim=10, n_random_features=100, center=True, random_state=0)
+    S = sp.random(90, 12, density=0.3, format="csr", random_state=0)
+    sparse = uniform_dislr(LocalCluster(split(S, make_partition(90, 3, random_state=0))),
+                           make_kernel("poly", gamma=1.0, degree=2), n_components=2,
+                           n_landmarks=15, random_state=0)
+    rf = random_features_pca(LocalCluster(parts), KERNEL, n_components=3, n_random_features=40,
+                             center=True, random_state=0)
+    return [(dense, X), (sparse, S), (rf, X)]
+
+
+def test_save_load_roundtrip(tmp_path):
+    for i, (model, X) in enumerate(_models()):
+        path = tmp_path / f"model{i}.npz"
+        model.save(path)
+        with np.load(path, allow_pickle=False) as npz:  # never needs pickle
+            assert "__header__" in npz.files
+            header = json.loads(str(npz["__header__"]))
+        assert header["model_type"] == model.model_type
+        loaded = load_model(path)
+        assert type(loaded) is type(model)
+        assert loaded.kernel == model.kernel
+        np.testing.assert_array_equal(loaded.transform(X), model.transform(X))
+        if isinstance(model, KernelPCAModel):
+            assert sp.issparse(loaded.landmarks) == sp.issparse(model.landmarks)
+        else:
+            assert isinstance(loaded, RandomFeaturePCAModel)
+            assert loaded.feature_seed == model.feature_seed
+
+
+def test_load_rejects_garbage_and_tampered_files(tmp_path):
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(b"this is not an npz archive")
+    with pytest.raises(ValueError, match="not a kernelscale model file"):
+        load_model(garbage)
+    with pytest.raises(FileNotFoundError, match="No model file"):
+        load_model(tmp_path / "missing.npz")
+    no_header = tmp_path / "plain.npz"
+    np.savez(no_header, coef=np.ones(3))
+    with pytest.raises(ValueError, match="no kernelscale header"):
+        load_model(no_header)
+    pickled = tmp_path / "pickled.npz"
+    np.savez(pickled, __header__=np.array("{}"), coef=np.array([{"a": 1}], dtype=object))
+    with pytest.raises(ValueError, match="not a kernelscale model file"):
+        load_model(pickled)
+
+    model, _ = _models()[0]
+    good = tmp_path / "good.npz"
+    model.save(good)
+    arrays = dict(np.load(good, allow_pickle=False))
+    header = json.loads(str(arrays["__header__"]))
+
+    def write(name, header, drop=None):
+        path = tmp_path / name
+        data = {k: v for k, v in arrays.items() if k != drop}
+        data["__header__"] = np.array(header if isinstance(header, str) else json.dumps(header))
+        np.savez(path, **data)
+        return path
+
+    with pytest.raises(ValueError, match="unknown type 'evil'"):
+        load_model(write("type.npz", {**header, "model_type": "evil"}))
+    with pytest.raises(ValueError, match="damaged header"):
+        load_model(write("json.npz", "{not json"))
+    with pytest.raises(ValueError, match="damaged landmark_kpca file.*kernel"):
+        load_model(write("kernel.npz", {k: v for k, v in header.items() if k != "kernel"}))
+    with pytest.raises(ValueError, match="damaged landmark_kpca file.*coef"):
+        load_model(write("coef.npz", header, drop="coef"))
+    with pytest.raises(ValueError, match="Unknown kernel"):
+        load_model(write("bad.npz", {**header, "kernel": {**header["kernel"], "name": "evil"}}))
+
+
+@pytest.mark.parametrize("which", [0, 1, 2], ids=["landmark-centred", "sparse", "rf-centred"])
+def test_distributed_error_equals_lowrank_error(which):
+    model, X = _models()[which]
+    n = X.shape[0]
+    parts = split(X, make_partition(n, 4, "uniform", random_state=3))
+    cluster = LocalCluster(parts)
+    centred = which != 1
+    mu2 = kernel_mean_norm_sq(X, model.kernel) if centred else None
+    result = distributed_error(cluster, model, mu2, chunk_size=11)
+    expected = lowrank_error(model, X, mu2)
+    for key in ("trace", "captured", "error"):
+        assert result[key] == pytest.approx(expected[key], rel=1e-10)
+    assert result["n_samples"] == n
+    assert cluster.ledger.total_words("fit") == 0
+    assert cluster.ledger.phases() == ["evaluate"]
+    assert cluster.ledger.upload_words("evaluate") == 4 * 3
+    if centred:
+        with pytest.raises(ValueError, match="center_norm_sq"):
+            distributed_error(LocalCluster(parts), model)
+
+
+def test_evaluate_does_not_change_fit_words():
+    X, parts = _parts()
+    cluster = LocalCluster(parts)
+    model = diskpca(cluster, KERNEL, n_components=3, n_landmarks=20, embedding_dim=10,
+                    n_random_features=100, random_state=0)
+    fit_words, fit_messages = cluster.ledger.total_words("fit"), cluster.ledger.rounds("fit")
+    distributed_error(cluster, model)
+    assert cluster.ledger.total_words("fit") == fit_words
+    assert cluster.ledger.rounds("fit") == fit_messages
+    assert cluster.ledger.total_words("evaluate") > 0
+    assert {m.round for m in cluster.ledger.rounds("evaluate")} == {"evaluate: energy"}
+
+
+def test_baselines_bad_input():
+    X, parts = _parts(n=30)
+    with pytest.raises(ValueError, match="n_components=31 exceeds"):
+        exact_kpca(LocalCluster(parts), KERNEL, n_components=31)
+    with pytest.raises(ValueError, match="n_components=5 exceeds n_landmarks=4"):
+        uniform_batch(LocalCluster(parts), KERNEL, n_components=5, n_landmarks=4)
+    with pytest.raises(ValueError, match="exceeds the 8 random features"):
+        random_features_pca(LocalCluster(parts), KERNEL, n_components=9, n_random_features=8)
+    with pytest.warns(UserWarning, match="n_landmarks=50 exceeds the 30 samples"):
+        model = uniform_dislr(LocalCluster(parts), KERNEL, n_components=2, n_landmarks=50)
+    assert model.landmarks.shape[0] == 30
