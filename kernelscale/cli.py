@@ -8,6 +8,7 @@ files (.npy, .csv, LIBSVM). User mistakes print one line and exit with code 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 import time
@@ -51,6 +52,9 @@ def _add_fit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--center", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    dask = p.add_mutually_exclusive_group()
+    dask.add_argument("--scheduler", help="run on an existing Dask cluster (tcp://host:8786)")
+    dask.add_argument("--dask-workers", type=int, help="start a local Dask cluster of N workers")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,7 +105,8 @@ def _make_estimator(args, X, method="diskpca", messages=None):
         n_components=args.n_components, kernel=args.kernel, gamma=gamma, degree=degree,
         coef0=args.coef0, n_workers=args.workers, partition=args.partition, method=method,
         n_landmarks=args.landmarks, messages=messages or args.messages, center=args.center,
-        random_state=args.seed)
+        random_state=args.seed, backend="local" if args.client is None else "dask",
+        client=args.client)
 
 
 def run_demo(args) -> int:
@@ -183,11 +188,24 @@ def run_transform(args) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _dask_client(args):
+    """The Dask client asked for by --scheduler / --dask-workers (None: in-process)."""
+    scheduler, n_workers = getattr(args, "scheduler", None), getattr(args, "dask_workers", None)
+    if scheduler is None and n_workers is None:
+        yield None
+        return
+    from kernelscale.runtime.build import dask_client
+
+    with dask_client(scheduler, n_workers) as client:
+        yield client
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _dask_client(args) as args.client:
             warnings.simplefilter("default")
             return args.func(args)
     except (UsageError, ValueError, TypeError, FileNotFoundError, ImportError) as exc:

@@ -26,7 +26,8 @@ from kernelscale.metrics.lowrank import (
     kernel_mean_norm_sq,
 )
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import Cluster, LocalCluster
+from kernelscale.runtime import Cluster, LocalCluster, validate_cluster
+from kernelscale.runtime.build import BACKENDS, is_dask_array, is_loader, make_cluster
 
 METHODS = {
     "diskpca": diskpca,
@@ -91,6 +92,10 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     backend : {'local', 'dask'}, default='local'
     client : distributed.Client, optional
         The Dask client for ``backend='dask'``.
+    retry_lost : bool, default=False
+        Dask only: when a worker dies, re-create its partition on a live worker
+        (loaders only), replay its earlier steps and repeat the round; the extra
+        traffic is counted under the phase 'recovery'.
     random_state : int, Generator or None
 
     Attributes
@@ -111,7 +116,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                  n_workers=5, partition="power_law", method="diskpca", n_landmarks=400,
                  n_leverage=None, embedding_dim=50, row_sketch_dim=250, n_random_features=2000,
                  messages="gram", center=False, chunk_size=4096, backend="local", client=None,
-                 random_state=None):
+                 retry_lost=False, random_state=None):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
@@ -130,6 +135,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.chunk_size = chunk_size
         self.backend = backend
         self.client = client
+        self.retry_lost = retry_lost
         self.random_state = random_state
 
     def fit(self, X, y=None):
@@ -137,7 +143,9 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
         Parameters
         ----------
-        X : array or CSR (n_samples, n_features), or list of them (one per worker)
+        X : array or CSR (n_samples, n_features), a list of them (one per worker),
+            a list of loaders (file paths or callables, loaded on the workers)
+            or a dask array (its row chunks are the partitions)
         y : array, optional
             Labels, used only by ``partition='label'``.
         """
@@ -146,10 +154,9 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         if self.kernel not in KERNELS:
             raise ValueError(f"Unknown kernel {self.kernel!r}; choose one of {KERNELS}.")
         rng = as_generator(self.random_state)
-        partitions = self._partitions(X, y, rng)
-        self.kernel_ = self._make_kernel(self.n_features_in_)
-        cluster = self._make_cluster(partitions)
+        cluster = self._make_cluster(X, y, rng)
         try:
+            self.kernel_ = self._make_kernel(self.n_features_in_)
             self.model_ = METHODS[self.method](
                 cluster, self.kernel_, n_components=self.n_components,
                 n_landmarks=self.n_landmarks, n_leverage=self.n_leverage,
@@ -229,14 +236,16 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         return make_kernel(self.kernel, gamma=self.gamma, degree=degree, coef0=self.coef0,
                            n_features=n_features)
 
-    def _make_cluster(self, partitions) -> Cluster:
-        if self.backend == "local":
-            return LocalCluster(partitions)
-        if self.backend == "dask":
-            from kernelscale.runtime.build import make_cluster
-
-            return make_cluster(partitions, backend="dask", client=self.client)
-        raise ValueError(f"backend must be 'local' or 'dask', got {self.backend!r}.")
+    def _make_cluster(self, X, y, rng) -> Cluster:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}.")
+        options = {"retry_lost": self.retry_lost} if self.backend == "dask" else {}
+        if is_dask_array(X) or (isinstance(X, (list, tuple)) and X and all(map(is_loader, X))):
+            # The data stays where it is: its shape is learnt through the runtime.
+            cluster = make_cluster(X, self.backend, self.client, **options)
+            self.n_features_in_ = validate_cluster(cluster).n_features
+            return cluster
+        return make_cluster(self._partitions(X, y, rng), self.backend, self.client, **options)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
