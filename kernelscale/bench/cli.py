@@ -1,0 +1,77 @@
+"""``kernelscale bench NAME [--quick] [--plot]``: run a registered experiment."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kernelscale.bench.experiments import EXPERIMENTS, get_experiment
+from kernelscale.bench.plot import plot_results, write_summary
+from kernelscale.bench.runner import RESULTS_ROOT, run_experiment
+
+
+def add_subcommand(subparsers) -> None:
+    """Register ``bench`` on an ``argparse`` subparsers object."""
+    parser = subparsers.add_parser(
+        "bench", help="run a benchmark experiment (paper 001, section 6)",
+        description="Run a named experiment; write results.csv, summary.md (and PNG figures "
+                    "with --plot) under benchmarks/results/<NAME>/.")
+    parser.add_argument("name", help="experiment name, or 'list': "
+                        + ", ".join(sorted(EXPERIMENTS)))
+    parser.add_argument("--quick", action="store_true",
+                        help="a small smoke run (written to <out>/<NAME>/quick/)")
+    parser.add_argument("--plot", action="store_true", help="also draw the PNG figures")
+    parser.add_argument("--plot-only", action="store_true",
+                        help="redraw figures and summary from an existing results.csv")
+    parser.add_argument("--out", default=str(RESULTS_ROOT), help="results root directory")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="BLAS threads during the run (0: leave the default)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the experiment ``args.name``; returns an exit code."""
+    if args.name == "list":
+        for name in sorted(EXPERIMENTS):
+            print(f"{name}: {EXPERIMENTS[name].description}")
+        return 0
+    try:
+        experiment = get_experiment(args.name, quick=args.quick)
+    except ValueError as exc:
+        print(f"kernelscale bench: {exc}", file=sys.stderr)
+        return 2
+    out_dir = Path(args.out) / args.name / ("quick" if args.quick else "")
+    csv_path = out_dir / "results.csv"
+    if getattr(args, "plot_only", False):
+        if not csv_path.exists():
+            print(f"kernelscale bench: no results at {csv_path}; run without --plot-only.",
+                  file=sys.stderr)
+            return 2
+    else:
+        threads = getattr(args, "threads", 1)
+        csv_path = run_experiment(experiment, out_dir, quiet=args.quiet,
+                                  blas_threads=threads if threads and threads > 0 else None)
+    summary = write_summary(csv_path)
+    print(f"results: {csv_path}\nsummary: {summary}")
+    if args.plot or getattr(args, "plot_only", False):
+        try:
+            for path in plot_results(csv_path):
+                print(f"figure: {path}")
+        except ImportError as exc:
+            print(f"kernelscale bench: {exc}", file=sys.stderr)
+            return 2
+    return 0
+
+
+def main(argv=None) -> int:
+    """Standalone entry point (``python -m kernelscale.bench.cli NAME``)."""
+    parser = argparse.ArgumentParser(prog="kernelscale")
+    add_subcommand(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

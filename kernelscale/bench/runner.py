@@ -1,0 +1,297 @@
+"""Run an :class:`~kernelscale.bench.spec.Experiment`: one CSV row per run.
+
+The loop is workers x seeds x methods x budgets. Each run fits on a fresh
+:class:`~kernelscale.runtime.LocalCluster` partition, records the ledger's fit
+and upload words, wall-clock seconds and the peak memory allocated during the
+fit (``tracemalloc``: memory beyond the data already held), then evaluates
+the low-rank error through the runtime (phase ``evaluate``). Where the spec
+asks for it, the exact optimum gives ``ratio = err / opt`` and the excess
+energy ratio ``(err - opt) / (trace - opt)``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from kernelscale import horizontal
+from kernelscale.bench.spec import Experiment, Method
+from kernelscale.kernels import Kernel, make_kernel, median_heuristic
+from kernelscale.metrics.lowrank import excess_energy_ratio
+from kernelscale.partition import make_partition, split
+from kernelscale.runtime import LocalCluster
+
+COLUMNS = ("experiment", "method", "messages", "budget", "n_landmarks", "seed", "n_workers",
+           "n_samples", "n_features", "fit_words", "upload_words", "seconds", "parallel_seconds",
+           "peak_mib",
+           "error", "trace", "opt", "ratio", "excess")
+RESULTS_ROOT = Path("benchmarks") / "results"
+REFERENCE_MAX_SAMPLES = 20_000
+DENSE_EIGH_MAX = 4_000
+
+
+def resolve_kernel(spec: dict, X, random_state=0) -> Kernel:
+    """A :class:`Kernel` from an experiment's kernel dict (``sigma_scale``: median trick)."""
+    params = dict(spec)
+    scale = params.pop("sigma_scale", None)
+    if scale is not None:
+        params["sigma"] = median_heuristic(X, scale=scale, n_subset=params.pop("n_subset", 2000),
+                                           random_state=random_state)
+    return make_kernel(n_features=X.shape[1], **params)
+
+
+def check_gram_entries(X, K, n_checks: int = 2000, random_state=0, rtol: float = 1e-8,
+                       kernel: Kernel | None = None) -> None:
+    """Compare sampled entries of a large block ``K`` with direct row dot products.
+
+    Guards against the platform's OpenBLAS SYRK hazard (DESIGN.md): a wrong
+    ``X @ X.T`` would make ``K[i, j] != k(x_i, x_j)``. Raises ``AssertionError``.
+    """
+    rng = np.random.default_rng(random_state)
+    rows = rng.integers(0, K.shape[0], n_checks)
+    cols = rng.integers(0, K.shape[1], n_checks)
+    if kernel is None:
+        direct = np.array([_row_dot(X, i, j) for i, j in zip(rows, cols, strict=True)])
+    else:
+        direct = np.array([kernel(X[i : i + 1], X[j : j + 1])[0, 0]
+                           for i, j in zip(rows, cols, strict=True)])
+    scale = max(float(np.abs(direct).max()), 1e-300)
+    bad = np.abs(K[rows, cols] - direct) > rtol * scale
+    if bad.any():
+        raise AssertionError(
+            f"{int(bad.sum())} of {n_checks} sampled Gram entries differ from direct dot "
+            "products: the BLAS symmetric-product hazard (DESIGN.md) reached a result.")
+
+
+def _row_dot(X, i, j) -> float:
+    if sp.issparse(X):
+        return float(X[i].multiply(X[j]).sum())
+    return float(np.dot(X[i], X[j]))
+
+
+def exact_reference(X, kernel: Kernel, n_components: int, center: bool) -> dict:
+    """``trace``, ``opt`` (and ``center_norm_sq``) from the full kernel matrix.
+
+    Dense ``eigh`` up to :data:`DENSE_EIGH_MAX` rows, ARPACK (``eigsh``) beyond;
+    sampled entries are checked against direct evaluations first.
+    """
+    from scipy.linalg import eigh
+    from scipy.sparse.linalg import eigsh
+
+    n = X.shape[0]
+    if n > REFERENCE_MAX_SAMPLES:
+        raise ValueError(f"The exact reference is limited to {REFERENCE_MAX_SAMPLES} rows.")
+    K = kernel(X, X)
+    check_gram_entries(X, K, n_checks=200, kernel=kernel)
+    center_norm_sq = None
+    if center:
+        row_mean = K.mean(axis=0)
+        center_norm_sq = float(row_mean.mean())
+        K -= row_mean[None, :]
+        K -= row_mean[:, None]
+        K += center_norm_sq
+    trace = float(np.trace(K))
+    if n <= DENSE_EIGH_MAX:
+        top = eigh(K, eigvals_only=True, subset_by_index=[n - n_components, n - 1])
+    else:
+        v0 = np.random.default_rng(0).standard_normal(n)
+        top = eigsh(K, k=n_components, which="LA", return_eigenvectors=False, v0=v0, tol=1e-10)
+    return {"trace": trace, "opt": trace - float(np.sum(top)), "center_norm_sq": center_norm_sq}
+
+
+class TimedCluster(LocalCluster):
+    """A :class:`LocalCluster` that also times each worker step.
+
+    ``worker_seconds`` sums, over rounds, the slowest worker's step time: with
+    the master's own time added, the wall time the protocol would take with
+    every worker on its own machine (the in-process backend runs them one after
+    another).
+    """
+
+    def __init__(self, partitions):
+        super().__init__(partitions)
+        self.worker_seconds = 0.0
+        self.total_step_seconds = 0.0
+
+    def _run(self, step, per_worker_args, round):
+        slowest = 0.0
+
+        def timed(state, *args):
+            nonlocal slowest
+            start = time.perf_counter()
+            try:
+                return step(state, *args)
+            finally:
+                elapsed = time.perf_counter() - start
+                slowest = max(slowest, elapsed)
+                self.total_step_seconds += elapsed
+
+        replies = super()._run(timed, per_worker_args, round)
+        self.worker_seconds += slowest
+        return replies
+
+
+def _fit(method: Method, cluster, X, kernel, exp: Experiment, budget, seed):
+    opts = dict(method.options)
+    common = {"n_components": exp.n_components, "center": exp.center, "random_state": seed}
+    if method.budgeted:
+        common["n_landmarks"] = budget
+    if method.function == "diskpca":
+        return horizontal.diskpca(cluster, kernel, **common, **opts)
+    if method.function == "uniform_dislr":
+        return horizontal.uniform_dislr(cluster, kernel, **common, **opts)
+    if method.function == "uniform_batch":
+        return horizontal.uniform_batch(cluster, kernel, **common, **opts)
+    if method.function == "exact":
+        return horizontal.exact_kpca(cluster, kernel, n_components=exp.n_components,
+                                     center=exp.center)
+    if method.function == "random_features":
+        return horizontal.random_features_pca(cluster, kernel, **common, **opts)
+    return _sklearn_kpca(X, kernel, exp.n_components, seed, opts)
+
+
+def _sklearn_kpca(X, kernel: Kernel, n_components, seed, opts):
+    """scikit-learn's KernelPCA on all the data (always centred); returns its projections."""
+    from sklearn.decomposition import KernelPCA
+
+    params = {"gamma": kernel.gamma}
+    if kernel.name == "poly":
+        params.update(degree=kernel.degree, coef0=kernel.coef0)
+    elif kernel.name not in ("rbf", "linear"):
+        raise ValueError(f"sklearn_kpca does not support the {kernel.name} kernel here.")
+    kpca = KernelPCA(n_components=n_components, kernel=kernel.name,
+                     eigen_solver=opts.get("eigen_solver", "randomized"), random_state=seed,
+                     **params)
+    return kpca.fit_transform(X)
+
+
+def _data_words(X) -> int:
+    return int(2 * X.nnz) if sp.issparse(X) else int(X.size)
+
+
+def run_one(method: Method, exp: Experiment, X, parts, kernel, budget, seed, reference) -> dict:
+    """Fit one method once and measure it; returns a CSV row (dict)."""
+    cluster = TimedCluster(parts)
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    start = time.perf_counter()
+    model = _fit(method, cluster, X, kernel, exp, budget, seed)
+    seconds = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    row = {"experiment": exp.name, "method": method.label,
+           "messages": method.options.get("messages", ""), "budget": budget if method.budgeted
+           else "", "seed": seed, "n_workers": len(parts), "n_samples": X.shape[0],
+           "n_features": X.shape[1], "seconds": round(seconds, 4),
+           "parallel_seconds": round(seconds - cluster.total_step_seconds
+                                     + cluster.worker_seconds, 4), "peak_mib": round(peak, 2)}
+    if method.function == "sklearn_kpca":
+        row.update(n_landmarks=X.shape[0], fit_words=_data_words(X), upload_words=_data_words(X))
+        trace = reference["trace"] if reference else math.nan
+        error = trace - float(np.sum(model**2))
+    else:
+        landmarks = getattr(model, "landmarks", None)
+        row.update(n_landmarks=landmarks.shape[0] if landmarks is not None else "",
+                   fit_words=cluster.ledger.total_words(phase="fit"),
+                   upload_words=cluster.ledger.upload_words(phase="fit"))
+        norm_sq = reference["center_norm_sq"] if reference else None
+        result = horizontal.distributed_error(cluster, model, norm_sq)
+        error, trace = result["error"], result["trace"]
+    row.update(error=error, trace=trace)
+    if reference:
+        opt = reference["opt"]
+        row.update(opt=opt, ratio=error / opt if opt > 0 else math.nan,
+                   excess=excess_energy_ratio(error, opt, reference["trace"]))
+    return row
+
+
+def _plan(exp: Experiment) -> list[tuple]:
+    runs = []
+    for n_workers in exp.workers:
+        for seed in exp.seeds:
+            for method in exp.methods:
+                for budget in (exp.budgets if method.budgeted else (None,)):
+                    runs.append((n_workers, seed, method, budget))
+    return runs
+
+
+def progress(done: int, total: int, label: str, elapsed: float, stream=None) -> None:
+    """A one-line progress bar on stderr, redrawn with ``\\r``."""
+    stream = stream or sys.stderr
+    width = 24
+    filled = int(width * done / max(total, 1))
+    stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
+                 f"{elapsed:7.1f}s  {label[:60]:<60}")
+    if done == total:
+        stream.write("\n")
+    stream.flush()
+
+
+def run_experiment(exp: Experiment, out_dir=None, quiet: bool = False,
+                   blas_threads: int | None = 1) -> Path:
+    """Run every (workers, seed, method, budget) of ``exp``; write ``results.csv``.
+
+    ``blas_threads`` limits BLAS threads during the run (``threadpoolctl``; None
+    leaves them alone): on a small shared machine one thread per process is
+    faster and avoids the multi-threaded SYRK hazard of DESIGN.md.
+    Returns the CSV path. Also writes ``meta.json`` (data shape, kernel,
+    timings of the data generation and the reference).
+    """
+    from threadpoolctl import threadpool_limits
+
+    if blas_threads is None:
+        return _run_experiment(exp, out_dir, quiet, None)
+    with threadpool_limits(limits=int(blas_threads), user_api="blas"):
+        return _run_experiment(exp, out_dir, quiet, blas_threads)
+
+
+def _run_experiment(exp: Experiment, out_dir, quiet: bool, blas_threads) -> Path:
+    out_dir = Path(out_dir) if out_dir is not None else RESULTS_ROOT / exp.name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    X = exp.dataset()
+    data_seconds = time.perf_counter() - start
+    kernel = resolve_kernel(exp.kernel, X)
+    reference, reference_seconds = None, 0.0
+    if exp.reference:
+        start = time.perf_counter()
+        reference = exact_reference(X, kernel, exp.n_components, exp.center)
+        reference_seconds = time.perf_counter() - start
+    runs = _plan(exp)
+    path = out_dir / "results.csv"
+    t0 = time.perf_counter()
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS, restval="")
+        writer.writeheader()
+        parts_key, parts = None, None
+        for i, (n_workers, seed, method, budget) in enumerate(runs):
+            if parts_key != (n_workers, seed):
+                idx = make_partition(X.shape[0], n_workers, exp.partition, random_state=seed)
+                parts_key, parts = (n_workers, seed), split(X, idx)
+            if not quiet:
+                label = f"{method.label} |Y|={budget or '-'} seed={seed} s={n_workers}"
+                progress(i, len(runs), label, time.perf_counter() - t0)
+            writer.writerow(run_one(method, exp, X, parts, kernel, budget, seed, reference))
+            handle.flush()
+    if not quiet:
+        progress(len(runs), len(runs), "done", time.perf_counter() - t0)
+    meta = {"experiment": exp.name, "description": exp.description,
+            "n_samples": int(X.shape[0]), "n_features": int(X.shape[1]),
+            "sparse": bool(sp.issparse(X)), "kernel": kernel.to_dict(),
+            "n_components": exp.n_components, "center": exp.center,
+            "partition": exp.partition, "blas_threads": blas_threads,
+            "data_seconds": round(data_seconds, 3),
+            "reference_seconds": round(reference_seconds, 3),
+            "reference": None if reference is None else
+            {"trace": reference["trace"], "opt": reference["opt"]},
+            "total_seconds": round(time.perf_counter() - t0, 3)}
+    (out_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return path
