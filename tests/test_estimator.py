@@ -1,0 +1,187 @@
+"""DistributedKernelPCA: scikit-learn contract, equivalence with the protocol, bad input."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from kernelscale.horizontal import DistributedKernelPCA, diskpca, random_features_pca
+from kernelscale.kernels import make_kernel
+from kernelscale.linalg import as_generator, unique_rows
+from kernelscale.metrics.lowrank import exact_kpca_reference, lowrank_error
+from kernelscale.partition import make_partition, split
+from kernelscale.runtime import Ledger, LocalCluster
+
+SMALL = {"n_landmarks": 20, "embedding_dim": 8, "row_sketch_dim": 20, "n_random_features": 40}
+
+
+@parametrize_with_checks([
+    DistributedKernelPCA(n_components=2, random_state=0, **SMALL),
+    DistributedKernelPCA(n_components=2, method="uniform_batch", kernel="poly", random_state=0,
+                         **SMALL),
+    DistributedKernelPCA(n_components=2, method="random_features", messages="sketch",
+                         center=True, random_state=0, **SMALL),
+])
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        # The checks fit on ~20 samples: budgets above n are capped with a warning.
+        warnings.filterwarnings("ignore", message="n_landmarks=", category=UserWarning)
+        warnings.filterwarnings("ignore", message="n_workers=", category=UserWarning)
+        check(estimator)
+
+
+def _data(n=150, d=5, seed=0):
+    return np.random.default_rng(seed).standard_normal((n, d))
+
+
+def _estimator(**kwargs):
+    params = {"n_components": 3, "gamma": 0.2, "n_workers": 3, "random_state": 0, **SMALL}
+    return DistributedKernelPCA(**{**params, **kwargs})
+
+
+def test_fit_partitions_equals_protocol_on_cluster():
+    X = _data()
+    parts = split(X, make_partition(150, 3, random_state=5))
+    est = _estimator(messages="sketch").fit(parts)
+    cluster = LocalCluster(parts)
+    model = diskpca(cluster, make_kernel("rbf", gamma=0.2), n_components=3, messages="sketch",
+                    random_state=0, **SMALL)
+    np.testing.assert_array_equal(est.landmarks_, model.landmarks)
+    np.testing.assert_array_equal(est.dual_coef_, model.coef)
+    np.testing.assert_array_equal(est.eigenvalues_, model.eigenvalues)
+    assert isinstance(est.communication_, Ledger)
+    assert est.communication_ == cluster.ledger
+    assert est.n_features_in_ == 5
+    np.testing.assert_allclose(est.transform(X), model.transform(X))
+
+
+def test_fit_x_splits_with_the_partitioner_then_runs_the_protocol():
+    X = _data()
+    est = _estimator(partition="uniform", random_state=7).fit(X)
+    rng = as_generator(7)
+    parts = split(X, make_partition(150, 3, "uniform", random_state=rng))
+    cluster = LocalCluster(parts)
+    model = diskpca(cluster, make_kernel("rbf", gamma=0.2), n_components=3, random_state=rng,
+                    **SMALL)
+    np.testing.assert_array_equal(est.dual_coef_, model.coef)
+    assert est.communication_ == cluster.ledger
+    # transform(x) = C^T k(Y, x) for an uncentred fit.
+    np.testing.assert_allclose(est.transform(X), est.kernel_(X, est.landmarks_) @ est.dual_coef_,
+                               atol=1e-12)
+    assert est.get_feature_names_out().tolist() == [
+        "distributedkernelpca0", "distributedkernelpca1", "distributedkernelpca2"]
+
+
+def test_random_features_method_matches_protocol():
+    X = _data()
+    parts = split(X, make_partition(150, 3, random_state=1))
+    est = _estimator(method="random_features").fit(parts)
+    model = random_features_pca(LocalCluster(parts), make_kernel("rbf", gamma=0.2),
+                                n_components=3, n_random_features=40, random_state=0)
+    np.testing.assert_allclose(est.transform(X), model.transform(X))
+    assert not hasattr(est, "landmarks_")
+
+
+def test_label_partition_uses_y():
+    X, y = _data(), np.repeat([0, 1, 2], 50)
+    est = _estimator(partition="label").fit(X, y)
+    assert est.communication_.total_words("fit") > 0
+    with pytest.raises(ValueError, match="needs the labels"):
+        _estimator(partition="label").fit(X)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_nonfinite_input(bad):
+    X = _data()
+    X[3, 2] = bad
+    with pytest.raises(ValueError, match="NaN|infinity"):
+        _estimator().fit(X)
+    parts = [X[:70], X[70:]]
+    with pytest.raises(ValueError, match="NaN|infinity"):
+        _estimator().fit(parts)
+
+
+def test_empty_partition():
+    X = _data()
+    with pytest.raises(ValueError, match="Partition 1 is empty"):
+        _estimator().fit([X[:70], X[:0], X[70:]])
+
+
+def test_partitions_with_different_feature_counts():
+    X = _data()
+    with pytest.raises(ValueError, match="different numbers of features"):
+        _estimator().fit([X[:70], X[70:, :4]])
+
+
+def test_n_components_larger_than_n_landmarks_or_n():
+    X = _data(n=30)
+    with pytest.raises(ValueError, match="n_components=25 exceeds n_landmarks=20"):
+        _estimator(n_components=25).fit(X)
+    with pytest.raises(ValueError, match="n_components=31 exceeds the number of samples"):
+        _estimator(n_components=31, n_landmarks=40).fit(X)
+
+
+@pytest.mark.parametrize("method", ["diskpca", "uniform_dislr", "uniform_batch"])
+def test_n_landmarks_larger_than_n_warns_and_caps(method):
+    X = _data(n=40)
+    with pytest.warns(UserWarning, match="n_landmarks=100 exceeds the 40 samples; using 40"):
+        est = _estimator(method=method, n_landmarks=100).fit(X)
+    assert est.landmarks_.shape[0] == 40
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"kernel": "cosine"}, ValueError, "Unknown kernel 'cosine'"),
+    ({"gamma": 0.0}, ValueError, "gamma must be a positive"),
+    ({"gamma": -1.0}, ValueError, "gamma must be a positive"),
+    ({"method": "magic"}, ValueError, "Unknown method 'magic'"),
+    ({"messages": "full"}, ValueError, "messages must be one of"),
+    ({"partition": "random"}, ValueError, "Unknown partition 'random'"),
+    ({"backend": "spark"}, ValueError, "backend must be"),
+])
+def test_bad_parameters(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        _estimator(**kwargs).fit(_data())
+
+
+def test_sparse_input_with_laplacian():
+    X = sp.random(60, 8, density=0.3, format="csr", random_state=0)
+    with pytest.raises(TypeError, match="laplacian kernel does not take sparse"):
+        _estimator(kernel="laplacian").fit(X)
+    est = _estimator(kernel="rbf").fit(X)
+    assert sp.issparse(est.landmarks_)
+    np.testing.assert_allclose(est.transform(X), est.transform(X.toarray()), atol=1e-10)
+
+
+def test_duplicate_points_work():
+    base = _data(n=40)
+    X = np.vstack([base, base[:20], base[:5]])
+    est = _estimator(n_landmarks=30).fit(X)
+    assert unique_rows(est.landmarks_).size == est.landmarks_.shape[0]
+    assert np.all(np.isfinite(est.transform(X)))
+    # All points as the budget: K_YY holds every distinct point once, the fit is exact.
+    est = _estimator(n_landmarks=40, method="uniform_dislr").fit(base)
+    ref = exact_kpca_reference(base, est.kernel_, 3)
+    assert lowrank_error(est.model_, base)["error"] == pytest.approx(ref["opt"], rel=1e-8)
+
+
+@pytest.mark.parametrize("center", [False, True])
+def test_approximation_error(center):
+    X = _data()
+    est = _estimator(center=center).fit(X)
+    result = est.approximation_error(X)
+    assert set(result) == {"trace", "captured", "error", "n_samples", "opt", "ratio",
+                           "excess_ratio"}
+    expected = lowrank_error(est.model_, X)
+    assert result["error"] == pytest.approx(expected["error"], rel=1e-10)
+    ref = exact_kpca_reference(X, est.kernel_, 3, center=center)
+    assert result["opt"] == pytest.approx(ref["opt"], rel=1e-10)
+    assert result["ratio"] == pytest.approx(result["error"] / ref["opt"])
+    assert 0 <= result["excess_ratio"] < 1
+    assert result["n_samples"] == 150
+    no_ref = est.approximation_error([X[:50], X[50:]], reference=False)
+    assert set(no_ref) == {"trace", "captured", "error", "n_samples"}
+    assert no_ref["error"] == pytest.approx(result["error"], rel=1e-10)
+    # Evaluation runs on its own cluster: the fit ledger is unchanged.
+    assert est.communication_.phases() == ["setup", "fit"]
