@@ -59,7 +59,9 @@ class FeatureMap:
         chunk_size : int
             Rows per chunk.
         dtype : numpy dtype
-            Output dtype (computation is in float64).
+            Output dtype. float32 computes dense chunks in float32 where the
+            map supports it (random Fourier features: about 5x faster cosines);
+            everything else is computed in float64.
 
         Returns
         -------
@@ -82,14 +84,17 @@ class FeatureMap:
                 f"{X.shape[1]} features or pass data with {self.n_features_in}."
             )
         out = np.empty((X.shape[0], self.n_components), dtype=dtype)
+        work = np.float32 if np.dtype(dtype) == np.float32 and self._fast_float32 else np.float64
         for start in range(0, X.shape[0], chunk_size):
             chunk = X[start : start + chunk_size]
-            if chunk.dtype != np.float64:
-                chunk = chunk.astype(np.float64)
+            if chunk.dtype != work:
+                chunk = chunk.astype(work)
             out[start : start + chunk_size] = self._transform_chunk(chunk)
         return out
 
     __call__ = transform
+
+    _fast_float32 = False  # whether _transform_chunk computes float32 chunks in float32
 
     def _transform_chunk(self, chunk) -> np.ndarray:  # chunk: float64 dense or CSR
         raise NotImplementedError
@@ -149,9 +154,20 @@ class RandomFourierFeatures(FeatureMap):
             self.weights_ = self.gamma * rng.standard_cauchy(size=shape)
         self.offset_ = rng.uniform(0.0, 2.0 * np.pi, size=self.n_components)
 
+    _fast_float32 = True
+
     def _transform_chunk(self, chunk) -> np.ndarray:
-        proj = _dense(chunk @ self.weights_) + self.offset_
-        return np.sqrt(2.0 / self.n_components) * np.cos(proj)
+        weights, offset = self.weights_, self.offset_
+        if chunk.dtype == np.float32:
+            if getattr(self, "_weights32", None) is None:
+                self._weights32 = weights.astype(np.float32)
+                self._offset32 = offset.astype(np.float32)
+            weights, offset = self._weights32, self._offset32
+        proj = _dense(chunk @ weights)
+        proj += offset
+        np.cos(proj, out=proj)
+        proj *= proj.dtype.type(np.sqrt(2.0 / self.n_components))
+        return proj
 
 
 class TensorSketch(FeatureMap):

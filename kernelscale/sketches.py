@@ -243,11 +243,19 @@ class GaussianSketch(Sketch):
         rng = np.random.default_rng(self.seed)
         self.matrix_ = rng.standard_normal((self.n_out, self.n_in)) / np.sqrt(self.n_out)
 
+    def _matrix_for(self, M) -> np.ndarray:
+        # A float32 input is sketched in float32 (the caller chose that precision).
+        if not sp.issparse(M) and M.dtype == np.float32:
+            if getattr(self, "_matrix32", None) is None:
+                self._matrix32 = self.matrix_.astype(np.float32)
+            return self._matrix32
+        return self.matrix_
+
     def _left(self, M) -> np.ndarray:
-        return _dense(self.matrix_ @ M)
+        return _dense(self._matrix_for(M) @ M)
 
     def _left_partial(self, M_chunk, start: int) -> np.ndarray:
-        return _dense(self.matrix_[:, start : start + M_chunk.shape[0]] @ M_chunk)
+        return _dense(self._matrix_for(M_chunk)[:, start : start + M_chunk.shape[0]] @ M_chunk)
 
 
 class SRHT(Sketch):

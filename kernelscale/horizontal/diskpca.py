@@ -42,7 +42,6 @@ from kernelscale.runtime import (
 )
 
 MESSAGES = ("gram", "sketch")
-MAX_TOP_UP_ROUNDS = 3
 
 
 def default_n_leverage(n_components: int, n_landmarks: int) -> int:
@@ -101,6 +100,7 @@ def diskpca(
     center: bool = False,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     random_state=None,
+    embedding_dtype: str = "float64",
 ) -> KernelPCAModel:
     """Distributed kernel PCA (disKPCA, Algorithm 4 of paper 001).
 
@@ -131,6 +131,10 @@ def diskpca(
     chunk_size : int
         Rows a worker processes at once.
     random_state : int, Generator or None
+    embedding_dtype : {'float64', 'float32'}
+        Precision of the random features behind the embedding E_i, used only
+        to estimate leverage scores (sampling probabilities); 'float32' makes
+        that stage several times faster. Everything after sampling is float64.
 
     Returns
     -------
@@ -142,6 +146,9 @@ def diskpca(
                         ("n_random_features", n_random_features), ("chunk_size", chunk_size)):
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    if embedding_dtype not in ("float64", "float32"):
+        raise ValueError(
+            f"embedding_dtype must be 'float64' or 'float32', got {embedding_dtype!r}.")
     rng = as_generator(random_state)
     cluster.reset()
     info = validate_cluster(cluster)
@@ -154,6 +161,8 @@ def diskpca(
     config = {"kernel": kernel.to_dict(), "n_random_features": int(n_random_features),
               "embedding_dim": int(embedding_dim), "row_sketch_dim": int(row_sketch_dim),
               "messages": messages, "chunk_size": int(chunk_size)}
+    if embedding_dtype != "float64":  # the default adds no word to the ledger
+        config["embedding_dtype"] = embedding_dtype
 
     # Step 1: kernel subspace embedding E_i (one shared feature map and sketch, from seeds)
     P = leverage_sample(cluster, config, n_leverage, rng)
@@ -202,10 +211,13 @@ def adaptive_sample(cluster: Cluster, kernel: Kernel, P, n_landmarks: int, confi
                                  kind="raw_points", reply_kind="scalars")
     weights, capacity = np.array([r[0] for r in sums]), np.array([int(r[1]) for r in sums])
     chosen = P[:0]
-    for attempt in range(MAX_TOP_UP_ROUNDS):
-        short = n_landmarks - P.shape[0] - chosen.shape[0]
+    attempt = 0
+    # Copies of a chosen point on other workers keep a positive residual, so the
+    # dedup can leave the budget short: top up until it is met or no worker has
+    # an unsampled point left (capacity shrinks every round, so this ends).
+    while (short := n_landmarks - P.shape[0] - chosen.shape[0]) > 0:
         counts = allocate(short, weights, capacity, rng)
-        if short <= 0 or counts.sum() == 0:
+        if counts.sum() == 0:
             break
         name = "adaptive sampling" + ("" if attempt == 0 else f" (top-up {attempt})")
         replies = cluster.scatter_map(adaptive_sample_step, [(int(c),) for c in counts],
@@ -215,4 +227,5 @@ def adaptive_sample(cluster: Cluster, kernel: Kernel, P, n_landmarks: int, confi
         both = stack_rows([P, chosen])
         keep = unique_rows(both)
         chosen = both[keep[keep >= P.shape[0]]]
+        attempt += 1
     return stack_rows([P, chosen]), chosen

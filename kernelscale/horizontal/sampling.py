@@ -78,9 +78,10 @@ def embed_step(state: WorkerState, message):
     t = config["embedding_dim"]
     sketch = make_sketch("gaussian", fmap.n_components, t, sketch_seed)
     chunk = config["chunk_size"]
+    dtype = np.dtype(config.get("embedding_dtype", "float64"))
     state.embedding = np.empty((X.shape[0], t))
     for start in range(0, X.shape[0], chunk):
-        block = fmap.transform(_rows(X, start, start + chunk), chunk_size=chunk)
+        block = fmap.transform(_rows(X, start, start + chunk), chunk_size=chunk, dtype=dtype)
         state.embedding[start : start + chunk] = sketch.right(block)
     if config["messages"] == "gram":
         return pack_symmetric(gram(state.embedding))
