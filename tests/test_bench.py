@@ -135,3 +135,31 @@ def test_cli(tmp_path, capsys, monkeypatch):
     assert bench_cli.run(_parse(["bench", "tiny", "--out", str(tmp_path), "--quiet"])) == 0
     assert (tmp_path / "tiny" / "results.csv").exists()
     assert (tmp_path / "tiny" / "summary.md").exists()
+
+
+def test_float32_embedding_option():
+    from kernelscale.features import RandomFourierFeatures
+    from kernelscale.horizontal import diskpca
+    from kernelscale.partition import make_partition, split
+    from kernelscale.runtime import LocalCluster
+
+    X = make_gaussian_mixture(600, 6, random_state=2)
+    fmap = RandomFourierFeatures(6, 300, gamma=0.2, seed=3)
+    z64, z32 = fmap.transform(X), fmap.transform(X, dtype=np.float32)
+    assert z32.dtype == np.float32
+    assert np.abs(z64 - z32).max() < 1e-5
+    kernel = make_kernel("rbf", gamma=0.2)
+    reference = exact_reference(X, kernel, 3, False)
+    parts = split(X, make_partition(600, 4, random_state=0))
+    excess, words = {}, {}
+    for dtype in ("float64", "float32"):
+        cluster = LocalCluster(parts)
+        model = diskpca(cluster, kernel, 3, 40, random_state=0, embedding_dtype=dtype, **SMALL)
+        words[dtype] = cluster.ledger.total_words()
+        from kernelscale.horizontal import distributed_error
+        err = distributed_error(cluster, model)["error"]
+        excess[dtype] = (err - reference["opt"]) / (reference["trace"] - reference["opt"])
+    assert words["float32"] == words["float64"] + 4  # the option itself: one word per worker
+    assert excess["float32"] < 0.5 and excess["float64"] < 0.5
+    with pytest.raises(ValueError, match="embedding_dtype"):
+        diskpca(LocalCluster(parts), kernel, 3, 40, embedding_dtype="float16")
