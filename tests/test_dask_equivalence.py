@@ -10,6 +10,9 @@ kind, worker, words, bytes) must be exactly equal.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -21,14 +24,17 @@ from kernelscale.kernels import make_kernel  # noqa: E402
 from kernelscale.runtime import LocalCluster  # noqa: E402
 from kernelscale.runtime.dask import DaskCluster  # noqa: E402
 
+cloudpickle = pytest.importorskip("cloudpickle")
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # exit_process runs on a worker
+
 TOL = 1e-10
 TIMEOUT = 60.0
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def client():
     with distributed.LocalCluster(
-        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
     ) as cluster, distributed.Client(cluster) as client:
         yield client
 
@@ -95,8 +101,7 @@ SMALL = {"n_components": 3, "n_landmarks": 25, "n_random_features": 80,
 
 
 # ------------------------------------------------------------- horizontal (000/001)
-@pytest.mark.parametrize("messages", ["gram", "sketch"])
-@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize(("messages", "sparse"), [("gram", False), ("sketch", True)])
 def test_diskpca(client, messages, sparse):
     horizontal = optional("kernelscale.horizontal")
     kernel = make_kernel("rbf", gamma=0.1)
@@ -134,6 +139,55 @@ def test_estimator_on_dask(client):
     assert local.communication_ == remote.communication_
 
 
+async def exit_process():
+    """Run with ``client.run`` on a worker: end its process at once."""
+    os._exit(1)
+
+
+class CrashingDaskCluster(DaskCluster):
+    """Kills the process holding partition ``victim`` just before round ``crash_round``."""
+
+    crash_round = "adaptive sampling: residuals"
+    victim = 1
+
+    def _run(self, step, per_worker_args, round):
+        if round == self.crash_round and not getattr(self, "crashed", False):
+            self.crashed = True
+            address = self.addresses[self.victim]
+            self.client.run(exit_process, workers=[address], wait=False)
+            deadline = time.monotonic() + TIMEOUT  # until the scheduler saw it go
+            while address in self.client.nthreads() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return super()._run(step, per_worker_args, round)
+
+
+def test_diskpca_rebuilds_a_worker_lost_mid_fit(client, tmp_path):
+    horizontal = optional("kernelscale.horizontal")
+    optional("kernelscale.datasets")
+    parts = horizontal_data()
+    loaders = []
+    for i, part in enumerate(parts):
+        np.save(tmp_path / f"part{i}.npy", part)
+        loaders.append(str(tmp_path / f"part{i}.npy"))
+    kwargs = dict(kernel=make_kernel("rbf", gamma=0.1), random_state=7, **SMALL)
+    local = LocalCluster(parts)
+    expected = horizontal.diskpca(local, **kwargs)
+    client.wait_for_workers(2, timeout=TIMEOUT)
+    with CrashingDaskCluster.from_loaders(client, loaders, timeout=TIMEOUT,
+                                          retry_lost=True) as remote:
+        got = horizontal.diskpca(remote, **kwargs)
+    assert remote.crashed
+    assert_same(expected, got)
+    for phase in ("setup", "fit"):
+        assert remote.ledger.copy(phase) == local.ledger.copy(phase)
+    # replayed: validation, the embedding and leverage rounds, then the crashed round again
+    recovery = remote.ledger.words_by_round("recovery")
+    assert list(recovery)[:2] == ["describe partitions", "leverage scores: E_i^T E_i"]
+    assert remote.crash_round in recovery
+    assert remote.ledger.words_by_kind("recovery").get("raw_points", 0) > 0  # P's rows again
+    assert {m.worker for m in remote.ledger.rounds("recovery")} == {1}
+
+
 # ---------------------------------------------------------------- vertical (002)
 def vertical_data(seed=0):
     rng = np.random.default_rng(seed)
@@ -166,11 +220,10 @@ def test_vertical_dpca(client):
 
 
 # --------------------------------------------------------------- federated (003)
-@pytest.mark.parametrize("dropout", [0.0, 0.3])
-def test_federated_kernel_kmeans(client, dropout):
+def test_federated_kernel_kmeans(client):
     federated = optional("kernelscale.federated.fkkmeans")
     run_both(client, horizontal_data(), federated.fk_kmeans, n_clusters=3, n_random_features=20,
-             max_iter=4, coreset_size=40, dropout=dropout, random_state=5)
+             max_iter=4, coreset_size=40, dropout=0.3, random_state=5)
 
 
 def test_federated_linear_kmeans(client):

@@ -149,7 +149,7 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None):
         raise ValueError("Give a scheduler address or a positive number of Dask workers.")
     # The client owns this local cluster: closing the client stops its workers.
     return Client(
-        n_workers=int(n_workers), threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=int(n_workers), threads_per_worker=1, processes=True, dashboard_address=":0"
     )
 
 __all__ = ["BACKENDS", "dask_client", "is_dask_array", "is_loader", "make_cluster"]

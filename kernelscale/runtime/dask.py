@@ -62,6 +62,10 @@ class PartitionActor:
         return step(self.state, *args)
 
 
+class _WorkerGone(Exception):
+    """The Dask worker chosen for a partition left before the partition was placed."""
+
+
 @dataclass
 class _Source:
     """Where a partition comes from, so that it can be placed again after a loss."""
@@ -138,7 +142,7 @@ class DaskCluster(Cluster):
         if not live:
             raise ValueError("The Dask cluster has no workers.")
         for i in range(self.n_workers):
-            self._place(i, live[i % len(live)])
+            self._place_somewhere(i, live[i % len(live)])
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -185,29 +189,56 @@ class DaskCluster(Cluster):
     def _live_workers(self) -> dict:
         return self.client.nthreads()
 
+    def _place_somewhere(self, worker: int, preferred: str) -> None:
+        """Place partition ``worker`` on ``preferred``, or on another live worker if it died."""
+        candidates = [preferred] + sorted(set(self._live_workers()) - {preferred})
+        for address in candidates:
+            if address in self._dead:
+                continue
+            try:
+                self._place(worker, address)
+                return
+            except _WorkerGone:
+                self._dead.add(address)
+        raise WorkerError(worker, "place partition", "no live Dask worker to hold it")
+
     def _place(self, worker: int, address: str) -> None:
         """Create the actor of partition ``worker`` on the Dask worker ``address``."""
         source = self._sources[worker]
         where = {"workers": [address], "allow_other_workers": False}
-        if source.kind == "array":
-            (payload,) = self.client.scatter([source.value], workers=[address], hash=False)
-            kind = "array"
-        elif source.kind == "delayed":
-            payload = self.client.compute(source.value, **where)
-            kind = "array"
-        else:
-            payload, kind = source.value, "loader"
+        try:
+            if source.kind == "array":
+                (payload,) = self.client.scatter([source.value], workers=[address], hash=False)
+            elif source.kind == "delayed":
+                payload = self.client.compute(source.value, **where)
+            else:
+                payload = source.value
+        except (OSError, KeyError) as exc:  # the worker left before the data reached it
+            raise _WorkerGone(address) from exc
+        kind = "loader" if source.kind == "loader" else "array"
         key = f"kernelscale-partition-{worker}-{self._token}-{uuid.uuid4().hex[:6]}"
         future = self.client.submit(
             PartitionActor, kind, payload, worker, actor=True, key=key, pure=False, **where
         )
-        try:
-            actor = future.result(timeout=self.timeout)
-        except Exception as exc:
-            future.release()
-            raise WorkerError(
-                worker, "place partition", f"{type(exc).__name__}: {exc}"
-            ) from exc
+        deadline = time.monotonic() + self.timeout
+        while True:  # wait for the actor, watching that its worker is still there
+            try:
+                actor = future.result(timeout=POLL_SECONDS)
+                break
+            except Exception as exc:
+                if future.done():
+                    future.release()
+                    raise WorkerError(
+                        worker, "place partition", f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                if address not in self._live_workers():
+                    future.release()
+                    raise _WorkerGone(address) from None
+                if time.monotonic() > deadline:
+                    future.release()
+                    raise WorkerError(
+                        worker, "place partition", f"TimeoutError: not placed in {self.timeout:g} s"
+                    ) from None
         if kind == "array" and hasattr(payload, "release"):
             payload.release()  # the actor holds the data now
         if self._actor_futures[worker] is not None:
@@ -322,7 +353,7 @@ class DaskCluster(Cluster):
         if not alive:
             raise WorkerError(worker, "recovery", "no live Dask worker left to rebuild on")
         load = {a: sum(addr == a for addr in self.addresses) for a in alive}
-        self._place(worker, min(sorted(alive), key=load.__getitem__))
+        self._place_somewhere(worker, min(sorted(alive), key=load.__getitem__))
         source = self._sources[worker]
         if source.kind == "array":  # the client sends the partition again
             self._record("reload partition", DOWN, [(worker, (source.value,))], "raw_points")
