@@ -154,8 +154,10 @@ class FrequentDirections:
         keep = lam > max(delta, _RELATIVE_ZERO * lam[0])
         n_keep = int(np.count_nonzero(keep))
         scale = np.sqrt(1.0 - delta / lam[:n_keep])
-        self._rows = np.zeros_like(B)
-        self._rows[:n_keep] = scale[:, None] * (U[:, :n_keep].T @ B)
+        rotated = U[:, :n_keep].T @ B
+        rotated *= scale[:, None]
+        B[:n_keep] = rotated
+        B[n_keep:] = 0.0
         self._n_filled = n_keep
         self.shrinkage += float(delta)
 

@@ -1,0 +1,308 @@
+"""Benchmark: streaming kernel PCA (paper 004): SKPCA against RNCA and streaming Nystrom.
+
+    python benchmarks/streaming.py            # the real run (several minutes)
+    python benchmarks/streaming.py --quick    # a small smoke run
+
+Writes CSV, PNG and ``summary.md`` under ``benchmarks/results/streaming/``:
+
+* Figures 1-3 of 004 in spirit: kernel spectral error ``||G - G'||_2 / n``, kernel
+  Frobenius error ``||G - G'||_F / n^2``, train time and test time per point
+  against the sample size (m random features or c samples) and the space in
+  words (m d + m l, m^2 + m d, c^2 + c d), for SKPCA with l in {2, 5, 10, 20, 30,
+  50}, RNCA and Nystrom, on the paper's RandomNoisy (A = S D U + F / zeta,
+  s = 50, zeta = 10; 5000 x 1000 here, 20000 x 1000 in the paper) and on
+  scikit-learn's digits (standardised). RBF kernel, sigma = median pairwise
+  distance; the errors are over 2000 training points (all of digits' training
+  points); the test time is over a held-out set (1000 points, 300 for digits).
+* Train time against n at m = c = 1000 (and n = 20000 at m = 2000) on a Gaussian
+  mixture with d = 28: the RNCA / SKPCA train-time ratio, measured in one run.
+* A 10-million-row generated stream (d = 28) through SKPCA, against 1 million:
+  peak traced memory (tracemalloc) and peak RSS (getrusage), each in a fresh
+  process.
+
+Every method is fed mini-batches of 1000 rows; train time includes the final
+eigendecomposition (RNCA, Nystrom) or SVD of the sketch (SKPCA). BLAS runs on
+one thread for every method (threaded OpenBLAS on a loaded shared machine makes
+timings noise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import resource
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from kernelscale.datasets import iter_gaussian_mixture, load_digits_standardized, make_random_noisy
+from kernelscale.kernels import make_kernel, median_heuristic
+from kernelscale.metrics.kernel_error import kernel_frobenius_error, kernel_spectral_error
+from kernelscale.streaming import RNCA, SKPCA, StreamingNystrom
+
+OUT = Path(__file__).parent / "results" / "streaming"
+BATCH = 1000
+K_TEST = 10
+
+
+def build(method, d, size, l, gamma, seed):
+    if method == "skpca":
+        return SKPCA(d, size, l, gamma=gamma, seed=seed)
+    if method == "rnca":
+        return RNCA(d, size, gamma=gamma, seed=seed)
+    return StreamingNystrom(d, size, gamma=gamma, seed=seed)
+
+
+def train(model, X):
+    start = time.perf_counter()
+    for s in range(0, X.shape[0], BATCH):
+        model.partial_fit(X[s : s + BATCH])
+    model.eigen()
+    return time.perf_counter() - start
+
+
+def test_time(model, X_test):
+    start = time.perf_counter()
+    for x in X_test[:200]:  # one point at a time, as a test-time query
+        model.transform(x[None, :], min(K_TEST, model.eigen()[1].shape[1]))
+    return (time.perf_counter() - start) / min(200, len(X_test))
+
+
+def configs(sizes, ls):
+    for size in sizes:
+        yield "rnca", size, None
+        yield "nystrom", size, None
+        for l in ls:
+            if l < size:
+                yield "skpca", size, l
+
+
+def sweep(name, X_train, X_test, sizes, ls, n_eval, seed=0):
+    """Error, space and times against the sample size (Figures 1-3 of 004)."""
+    sigma = median_heuristic(X_train, scale=1.0, random_state=seed)
+    gamma = 1.0 / (2 * sigma**2)
+    kernel = make_kernel("rbf", gamma=gamma)
+    X_eval = X_train[np.random.default_rng(seed).choice(len(X_train), n_eval, replace=False)]
+    rows = []
+    for method, size, l in configs(sizes, ls):
+        model = build(method, X_train.shape[1], size, l, gamma, seed)
+        train_s = train(model, X_train)
+        Y = model.features(X_eval)
+        rows.append({
+            "dataset": name, "method": method, "sample_size": size, "sketch_size": l or "",
+            "label": f"SKPCA l={l}" if l else method.upper().replace("NYSTROM", "Nystrom"),
+            "space_words": model.space_words, "train_s": train_s,
+            "test_s_per_point": test_time(model, X_test),
+            "spectral_error": kernel_spectral_error(X_eval, kernel, Y),
+            "frobenius_error": kernel_frobenius_error(X_eval, kernel, Y),
+            "n_train": len(X_train), "d": X_train.shape[1], "gamma": gamma,
+        })
+        print(f"  {name} {rows[-1]['label']:>12} m={size:5d} train {train_s:7.2f}s "
+              f"spec {rows[-1]['spectral_error']:.4f}", flush=True)
+    return rows
+
+
+def scaling(ns, sizes, seed=0):
+    """Train time against n (d = 28 mixture), SKPCA l in {10, 20}, RNCA, Nystrom."""
+    rows = []
+    for size, n_list in sizes:
+        for n in n_list:
+            X = np.concatenate(list(iter_gaussian_mixture(n, 28, random_state=seed)))
+            gamma = 1.0 / (2 * median_heuristic(X, scale=1.0, random_state=seed) ** 2)
+            for method, l in [("skpca", 10), ("skpca", 20), ("rnca", None), ("nystrom", None)]:
+                model = build(method, 28, size, l, gamma, seed)
+                t = train(model, X)
+                rows.append({"method": method, "sketch_size": l or "", "sample_size": size,
+                             "n": n, "train_s": t, "test_s_per_point": test_time(model, X)})
+                print(f"  scaling m={size} n={n} {method} l={l}: {t:.2f}s", flush=True)
+    return rows
+
+
+def memory_run(n, m, l, chunk):
+    """One SKPCA pass over a generated d = 28 stream of n rows (run in a fresh process)."""
+    tracemalloc.start()
+    gamma = 1.0 / 28
+    model = SKPCA(28, m, l, gamma=gamma, seed=0, chunk_size=chunk)
+    start = time.perf_counter()
+    for block in iter_gaussian_mixture(n, 28, random_state=1, chunk_size=chunk):
+        model.partial_fit(block)
+    model.eigen()
+    elapsed = time.perf_counter() - start
+    _, peak = tracemalloc.get_traced_memory()
+    rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"n": n, "m": m, "l": l, "chunk": chunk, "seconds": elapsed,
+            "points_per_s": n / elapsed, "tracemalloc_peak_mib": peak / 2**20,
+            "max_rss_mib": rss_kib / 1024, "sketch_words": model.sketch.size_words,
+            "n_samples_seen": model.n_samples_seen}
+
+
+def memory(ns, m, l, chunk):
+    rows = []
+    for n in ns:
+        out = subprocess.run(
+            [sys.executable, __file__, "--memory-run", str(n), str(m), str(l), str(chunk)],
+            check=True, capture_output=True, text=True,
+        )
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(f"  memory n={n:,}: {rows[-1]}", flush=True)
+    return rows
+
+
+def write_csv(path, rows):
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def plot_sweep(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    datasets = sorted({r["dataset"] for r in rows})
+    panels = [("sample_size", "spectral_error"), ("space_words", "spectral_error"),
+              ("sample_size", "frobenius_error"), ("space_words", "frobenius_error"),
+              ("sample_size", "train_s"), ("sample_size", "test_s_per_point")]
+    fig, axes = plt.subplots(len(datasets), len(panels), figsize=(4 * len(panels),
+                                                                  3.4 * len(datasets)))
+    axes = np.atleast_2d(axes)
+    for i, name in enumerate(datasets):
+        sub = [r for r in rows if r["dataset"] == name]
+        labels = sorted({r["label"] for r in sub}, key=lambda s: (s.startswith("SKPCA"),
+                        int(s.split("=")[1]) if "=" in s else 0, s))
+        for j, (x, y) in enumerate(panels):
+            ax = axes[i, j]
+            for label in labels:
+                pts = sorted((r[x], r[y]) for r in sub if r["label"] == label)
+                style = "--" if label.startswith("SKPCA") else "-o"
+                ax.plot(*zip(*pts, strict=True), style, label=label, lw=1.2, ms=3)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel(x.replace("_", " "))
+            ax.set_title(f"{name}: {y.replace('_', ' ')}", fontsize=9)
+        axes[i, 0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_scaling(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    size = min(r["sample_size"] for r in rows)
+    for method, l in [("skpca", 10), ("skpca", 20), ("rnca", ""), ("nystrom", "")]:
+        pts = sorted((r["n"], r["train_s"]) for r in rows if r["method"] == method
+                     and r["sketch_size"] == l and r["sample_size"] == size)
+        ax.plot(*zip(*pts, strict=True), "-o", label=f"{method} {l and f'l={l}'}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("n (d = 28)")
+    ax.set_ylabel("train time (s)")
+    ax.set_title(f"train time, m = c = {size}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    # One BLAS thread for every method: on a shared machine threaded OpenBLAS stalls
+    # unpredictably (up to 100x on small products), which would make timings noise.
+    with threadpool_limits(1, user_api="blas"):
+        run(argv)
+
+
+def run(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small smoke run")
+    parser.add_argument("--memory-run", nargs=4, type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--skip-memory", action="store_true")
+    args = parser.parse_args(argv)
+    if args.memory_run:
+        print(json.dumps(memory_run(*args.memory_run)))
+        return
+    OUT.mkdir(parents=True, exist_ok=True)
+    q = args.quick
+    ls = [2, 5, 10, 20] if q else [2, 5, 10, 20, 30, 50]
+    sizes = [20, 50, 100] if q else [50, 100, 200, 500, 1000, 2000]
+    noisy = make_random_noisy(600 if q else 5000, 100 if q else 1000, random_state=0)
+    Xd, _ = load_digits_standardized()
+    perm = np.random.default_rng(0).permutation(len(Xd))
+    Xd = Xd[perm]
+    print("error sweep", flush=True)
+    rows = sweep("RandomNoisy", noisy[: -200 if q else -1000], noisy[-200 if q else -1000 :],
+                 sizes, ls, 300 if q else 2000)
+    rows += sweep("digits", Xd[:-300], Xd[-300:], sizes, ls, 300 if q else 1497)
+    write_csv(OUT / "error_vs_size.csv", rows)
+    plot_sweep(rows, OUT / "error_vs_size.png")
+    print("train time scaling", flush=True)
+    plan = [(200, [2000, 4000])] if q else [(1000, [5000, 10000, 20000, 40000]), (2000, [20000])]
+    srows = scaling(None, plan)
+    write_csv(OUT / "train_time_scaling.csv", srows)
+    plot_scaling(srows, OUT / "train_time_scaling.png")
+    mrows = []
+    if not args.skip_memory:
+        print("memory", flush=True)
+        mrows = memory([100_000, 300_000] if q else [1_000_000, 10_000_000], 128, 16, 10_000)
+        write_csv(OUT / "memory.csv", mrows)
+    write_summary(rows, srows, mrows, q)
+
+
+def write_summary(rows, srows, mrows, quick):
+    lines = ["# Streaming kernel PCA benchmark (paper 004)", ""]
+    if quick:
+        lines += ["**Quick smoke run** (small sizes); not the committed numbers.", ""]
+    lines += ["Produced by `python benchmarks/streaming.py`. Errors are ||G - G'||_2 / n "
+              "and ||G - G'||_F / n^2 on training points; times are wall-clock on a shared "
+              "2-core machine (one BLAS thread for every method), measured side by side in "
+              "one run. Full numbers: the CSV files; plots: the PNG files.", "",
+              "## Error, space and test time at the largest sample size", "",
+              "| dataset | method | m or c | space (words) | spectral | Frobenius | train (s) "
+              "| test (ms/point) |", "|---|---|---|---|---|---|---|---|"]
+    top = max(r["sample_size"] for r in rows)
+    for r in rows:
+        if r["sample_size"] == top and (r["method"] != "skpca" or r["sketch_size"] in (10, 20, 50)):
+            lines.append(f"| {r['dataset']} | {r['label']} | {r['sample_size']} | "
+                         f"{r['space_words']:,} | {r['spectral_error']:.4f} | "
+                         f"{r['frobenius_error']:.2e} | {r['train_s']:.2f} | "
+                         f"{1e3 * r['test_s_per_point']:.3f} |")
+    lines += ["", "## Train time: RNCA / SKPCA in the same run", "",
+              "| m | n | SKPCA l=10 (s) | SKPCA l=20 (s) | RNCA (s) | Nystrom (s) "
+              "| RNCA / SKPCA l=20 | test ms/pt SKPCA l=20 / RNCA / Nystrom |",
+              "|---|---|---|---|---|---|---|---|"]
+    for key in sorted({(r["sample_size"], r["n"]) for r in srows}):
+        get = {(r["method"], r["sketch_size"]): r for r in srows
+               if (r["sample_size"], r["n"]) == key}
+        s10, s20, rn, ny = (get[("skpca", 10)], get[("skpca", 20)], get[("rnca", "")],
+                            get[("nystrom", "")])
+        lines.append(f"| {key[0]} | {key[1]:,} | {s10['train_s']:.2f} | {s20['train_s']:.2f} | "
+                     f"{rn['train_s']:.2f} | {ny['train_s']:.2f} | "
+                     f"{rn['train_s'] / s20['train_s']:.1f}x | "
+                     f"{1e3 * s20['test_s_per_point']:.3f} / {1e3 * rn['test_s_per_point']:.3f}"
+                     f" / {1e3 * ny['test_s_per_point']:.3f} |")
+    if mrows:
+        lines += ["", "## Memory over a generated stream (d = 28, SKPCA m = 128, l = 16)", "",
+                  "| rows | seconds | points/s | tracemalloc peak (MiB) | max RSS (MiB) "
+                  "| sketch words |", "|---|---|---|---|---|---|"]
+        for r in mrows:
+            lines.append(f"| {r['n']:,} | {r['seconds']:.1f} | {r['points_per_s']:,.0f} | "
+                         f"{r['tracemalloc_peak_mib']:.1f} | {r['max_rss_mib']:.1f} | "
+                         f"{r['sketch_words']:,} |")
+    (OUT / "summary.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
