@@ -1,5 +1,10 @@
 """Metrics: low-rank approximation error, subspace distances, kernel errors, clustering."""
 
+from kernelscale.metrics.kernel_error import (  # noqa: F401
+    kernel_frobenius_error,
+    kernel_spectral_error,
+    streaming_space_words,
+)
 from kernelscale.metrics.lowrank import (  # noqa: F401
     exact_kpca_reference,
     excess_energy_ratio,
