@@ -10,3 +10,4 @@ from kernelscale.metrics.lowrank import (  # noqa: F401
     excess_energy_ratio,
     kernel_mean_norm_sq,
 )
+from kernelscale.metrics.subspace import projector_error, sin_theta_distance  # noqa: F401
