@@ -1,0 +1,317 @@
+"""Distributed linear k-means with coresets (Balcan, Ehrlich, Liang 2013).
+
+Both papers cluster their distributed embeddings with this protocol (paper 003,
+Algorithm 1 step 19; paper 001, section 6.6):
+
+1. every worker finds a constant-factor local solution ``B_i`` (k-means++ then
+   Lloyd, scikit-learn's :class:`~sklearn.cluster.KMeans`) and reports its cost;
+2. worker ``i`` samples ``t_i = C cost_i / sum_j cost_j`` of its points with
+   probability proportional to their squared distance ``m_p`` to ``B_i``, each
+   with weight ``sum_j cost_j / (C m_p)``; every local centre carries the rest of
+   the weight of its points, ``|P_b| - sum_{q in S, q in P_b} w_q``;
+3. the master runs weighted k-means on the union of the coresets and broadcasts
+   the centres; the workers label their points.
+
+The coreset costs ``C`` rows plus ``k`` local centres per worker, whatever the
+number of points. Coreset weights of local centres can be negative in the
+paper's construction; scikit-learn's weighted k-means needs non-negative
+weights, so they are clipped at zero (this only happens when a local cluster
+drew more sampled weight than it has points).
+
+Workers cluster either their partition (``source=None``) or an embedding that an
+earlier round stored on their state (``source="embedding"``): FK k-means clusters
+the rows of ``H``, RFK k-means its random features, CE PCA its projections.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
+
+from kernelscale.linalg import as_generator
+from kernelscale.runtime import Cluster, Tagged, validate_cluster, worker_seeds
+
+POINT_KINDS = ("raw_points", "sketch")
+
+
+@dataclass
+class DistributedKMeansResult:
+    """Output of the coreset k-means protocol.
+
+    Attributes
+    ----------
+    centers : ndarray of shape (n_clusters, n_dims)
+        Cluster centres, in the space of the clustered rows.
+    labels : ndarray of shape (n_samples,) or None
+        Labels in worker order (partition 0 first), when collected.
+    coreset_sizes : ndarray of shape (n_workers,)
+        Points sampled by each worker (0 for a worker that did not answer).
+    responders : ndarray of bool, shape (n_workers,)
+        Workers whose coreset reached the master.
+    """
+
+    centers: np.ndarray
+    labels: np.ndarray | None
+    coreset_sizes: np.ndarray
+    responders: np.ndarray
+
+
+def _rows(state, source):
+    X = state.data if source is None else getattr(state, source)
+    return X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+
+
+def _sq_dist_to_centers(X, centers):
+    """Squared distance of each row to its nearest centre, and that centre's index."""
+    d2 = (
+        np.einsum("ij,ij->i", X, X)[:, None]
+        - 2.0 * X @ centers.T
+        + np.einsum("ij,ij->i", centers, centers)[None, :]
+    )
+    nearest = np.argmin(d2, axis=1)
+    return np.maximum(d2[np.arange(X.shape[0]), nearest], 0.0), nearest
+
+
+def local_solution_step(state, n_clusters, source, seed, responds=True):
+    """Worker step 1: local k-means++ / Lloyd solution; reply its cost (1 word)."""
+    X = _rows(state, source)
+    k_local = min(n_clusters, X.shape[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        km = KMeans(n_clusters=k_local, n_init=1, random_state=seed % 2**32).fit(X)
+    centers = km.cluster_centers_
+    d2, nearest = _sq_dist_to_centers(X, centers)
+    # Sensitivity bound m_p = cost(p, B_i) + cost(P_b, B_i) / |P_b| (Balcan et al. 2013,
+    # after Feldman & Langberg): it caps every weight at the average cost of a cluster.
+    counts = np.bincount(nearest, minlength=centers.shape[0])
+    mean_cost = np.bincount(nearest, weights=d2, minlength=centers.shape[0]) / np.maximum(
+        counts, 1
+    )
+    m = d2 + mean_cost[nearest]
+    state.kmeans_local = (centers, m, nearest, seed)
+    return float(m.sum()) if responds else None
+
+
+def coreset_step(state, *request):
+    """Worker step 2: sample ``n_sampled`` points by squared distance, weight them.
+
+    ``request`` is ``(n_sampled, total_cost, coreset_size, source, point_kind)``;
+    a worker that dropped out gets no request and sends nothing.
+    """
+    if not request:
+        return None
+    n_sampled, total_cost, coreset_size, source, point_kind = request
+    X = _rows(state, source)
+    centers, m, nearest, seed = state.kmeans_local
+    rng = np.random.default_rng([seed, 1])
+    counts = np.bincount(nearest, minlength=centers.shape[0]).astype(np.float64)
+    if n_sampled > 0 and m.sum() > 0:
+        picked = rng.choice(X.shape[0], size=n_sampled, replace=True, p=m / m.sum())
+        weights = total_cost / (coreset_size * m[picked])
+        counts -= np.bincount(nearest[picked], weights=weights, minlength=centers.shape[0])
+        sample = X[picked]
+    else:
+        weights, sample = np.zeros(0), np.zeros((0, X.shape[1]))
+    center_weights = np.maximum(counts, 0.0)
+    return Tagged(
+        **{point_kind: sample},
+        model=centers,
+        scalars=np.concatenate([weights, center_weights]),
+    )
+
+
+def assign_step(state, centers, source):
+    """Worker step 3: label the rows by the nearest broadcast centre (kept locally)."""
+    _, state.kmeans_labels = _sq_dist_to_centers(_rows(state, source), centers)
+    return None
+
+
+def lloyd_step(state, *request):
+    """Worker step of a Lloyd refinement: per-centre sums and counts, ``k (dim + 1)`` words."""
+    if not request:
+        return None
+    centers, source = request
+    X = _rows(state, source)
+    _, nearest = _sq_dist_to_centers(X, centers)
+    sums = np.zeros_like(centers)
+    np.add.at(sums, nearest, X)
+    counts = np.bincount(nearest, minlength=centers.shape[0]).astype(np.float64)
+    return Tagged(sketch=sums, scalars=counts)
+
+
+def collect_labels_step(state):
+    """Worker step: hand the labels to the caller (counted in phase ``collect``)."""
+    return state.kmeans_labels
+
+
+def _split_sizes(costs, coreset_size):
+    """Largest-remainder split of ``coreset_size`` in proportion to ``costs``."""
+    total = costs.sum()
+    if total <= 0:
+        return np.zeros(costs.size, dtype=np.int64)
+    raw = coreset_size * costs / total
+    sizes = np.floor(raw).astype(np.int64)
+    sizes[np.argsort(raw - sizes)[::-1][: coreset_size - sizes.sum()]] += 1
+    return sizes
+
+
+def kmeans_on_workers(
+    cluster: Cluster,
+    n_clusters: int,
+    *,
+    coreset_size: int = 1000,
+    source: str | None = None,
+    point_kind: str = "raw_points",
+    random_state=None,
+    n_init: int = 10,
+    n_refine: int = 0,
+    responders: np.ndarray | None = None,
+    collect_labels: bool = True,
+) -> DistributedKMeansResult:
+    """The coreset k-means protocol on rows the workers already hold (no reset).
+
+    Parameters
+    ----------
+    cluster : Cluster
+        Workers whose state holds the rows (``state.data`` or ``state.<source>``).
+    n_clusters : int
+    coreset_size : int
+        Number of sampled points ``C`` over all workers.
+    source : str or None
+        Attribute of the worker state holding the rows; ``None``: the partition.
+    point_kind : {'raw_points', 'sketch'}
+        Message kind of the sampled rows (input rows, or derived embeddings).
+    random_state : int, Generator or None
+    n_init : int
+        k-means++ restarts of the master's weighted k-means.
+    n_refine : int
+        Lloyd steps over all points after the coreset solution (0: the paper's
+        protocol). Each costs ``k (dim + 1)`` words per worker.
+    responders : bool array of shape (n_workers,) or None
+        Workers that answer (client dropout); the others still receive the
+        centres and label their points. ``None``: everyone answers.
+    collect_labels : bool
+        Gather the labels to the master under phase ``collect``.
+
+    Returns
+    -------
+    DistributedKMeansResult
+    """
+    if point_kind not in POINT_KINDS:
+        raise ValueError(f"point_kind must be one of {POINT_KINDS}, got {point_kind!r}.")
+    if int(coreset_size) != coreset_size or coreset_size < 1:
+        raise ValueError(f"coreset_size must be a positive integer, got {coreset_size!r}.")
+    rng = as_generator(random_state)
+    s = cluster.n_workers
+    dropout = responders is not None
+    responders = np.ones(s, bool) if responders is None else np.asarray(responders, bool)
+    seeds = worker_seeds(rng, s)
+    # Step 1: local constant-factor solutions and their costs (Balcan et al. 2013).
+    # Under simulated dropout each worker is told whether it answers (1 word).
+    replies = cluster.scatter_map(
+        local_solution_step,
+        [(n_clusters, source, seeds[i]) + ((bool(responders[i]),) if dropout else ())
+         for i in range(s)],
+        round="kmeans: local solutions",
+        kind="seed",
+        reply_kind="scalars",
+    )
+    costs = np.array([0.0 if r is None else r for r in replies])
+    # Step 2: cost-proportional coreset sizes; sampled points and weighted local centres.
+    # Only the workers that answered step 1 are asked.
+    sizes = _split_sizes(costs, int(coreset_size))
+    total = float(costs.sum())
+    coresets = cluster.scatter_map(
+        coreset_step,
+        [
+            (int(sizes[i]), total, int(coreset_size), source, point_kind) if responders[i] else ()
+            for i in range(s)
+        ],
+        round="kmeans: coresets",
+        kind="scalars",
+    )
+    points = np.vstack([np.vstack([c[point_kind], c["model"]]) for c in coresets if c])
+    weights = np.concatenate([c["scalars"] for c in coresets if c])
+    # Step 3: weighted k-means on the union at the master, centres to every worker.
+    n_fit = min(n_clusters, int(np.count_nonzero(weights > 0)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        km = KMeans(n_clusters=n_fit, n_init=n_init, random_state=int(rng.integers(2**31)))
+        km.fit(points, sample_weight=weights)
+    centers = km.cluster_centers_
+    # Optional (not in the paper): Lloyd steps on all points from the coreset solution,
+    # each costing k (dim + 1) words per worker, independent of the number of points.
+    for _ in range(n_refine):
+        parts = [
+            p
+            for p in cluster.scatter_map(
+                lloyd_step,
+                [(centers, source) if responders[i] else () for i in range(s)],
+                round="kmeans: Lloyd refinement",
+            )
+            if p
+        ]
+        sums = sum(p["sketch"] for p in parts)
+        counts = sum(p["scalars"] for p in parts)
+        moved = counts > 0
+        centers = centers.copy()
+        centers[moved] = sums[moved] / counts[moved, None]
+    cluster.broadcast_map(assign_step, centers, source, round="kmeans: centres", kind="model")
+    labels = None
+    if collect_labels:
+        with cluster.phase("collect"):
+            parts = cluster.broadcast_map(
+                collect_labels_step, round="kmeans: labels", reply_kind="scalars"
+            )
+        labels = np.concatenate(parts)
+    return DistributedKMeansResult(centers, labels, sizes, responders)
+
+
+def distributed_kmeans(
+    cluster: Cluster,
+    n_clusters: int,
+    *,
+    coreset_size: int = 1000,
+    random_state=None,
+    n_init: int = 10,
+    n_refine: int = 0,
+    collect_labels: bool = True,
+) -> DistributedKMeansResult:
+    """Distributed linear k-means of the workers' partitions (Balcan et al. 2013).
+
+    Resets the cluster, validates the partitions, then runs
+    :func:`kmeans_on_workers` on the raw rows: the sampled coreset points travel
+    as ``raw_points``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelscale.runtime import LocalCluster
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([rng.normal(0, 0.1, (50, 2)), rng.normal(5, 0.1, (50, 2))])
+    >>> result = distributed_kmeans(LocalCluster([X[::2], X[1::2]]), 2, random_state=0)
+    >>> sorted(np.round(result.centers[:, 0]).astype(int).tolist())
+    [0, 5]
+    """
+    if int(n_clusters) != n_clusters or n_clusters < 1:
+        raise ValueError(f"n_clusters must be a positive integer, got {n_clusters!r}.")
+    cluster.reset()
+    info = validate_cluster(cluster)
+    if n_clusters > info.n_samples:
+        raise ValueError(
+            f"n_clusters={n_clusters} is larger than the number of samples {info.n_samples}."
+        )
+    return kmeans_on_workers(
+        cluster,
+        int(n_clusters),
+        coreset_size=coreset_size,
+        random_state=random_state,
+        n_init=n_init,
+        n_refine=n_refine,
+        collect_labels=collect_labels,
+    )
