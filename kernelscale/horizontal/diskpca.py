@@ -12,6 +12,7 @@ import math
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 
 from kernelscale.horizontal.dislr import dislr
 from kernelscale.horizontal.sampling import (
@@ -176,6 +177,29 @@ def diskpca(
     return model
 
 
+def distinct_rows(Y) -> np.ndarray:
+    """Sorted indices of the first occurrence of each distinct row of ``Y``.
+
+    The same answer as :func:`kernelscale.linalg.unique_rows`, but a CSR ``Y``
+    is compared row by row on its canonical (indices, values) without
+    densifying it (|Y| x d would be 320 MB for 400 rows of d = 100,000).
+    """
+    if not sp.issparse(Y):
+        return unique_rows(Y)
+    Y = sp.csr_matrix(Y, copy=True)
+    Y.sum_duplicates()
+    Y.eliminate_zeros()
+    Y.data[Y.data == 0] = 0.0  # -0.0 and 0.0 are equal
+    seen, first = set(), []
+    for i in range(Y.shape[0]):
+        lo, hi = Y.indptr[i], Y.indptr[i + 1]
+        key = (Y.indices[lo:hi].tobytes(), Y.data[lo:hi].tobytes())
+        if key not in seen:
+            seen.add(key)
+            first.append(i)
+    return np.asarray(first, dtype=np.intp)
+
+
 def leverage_sample(cluster: Cluster, config: dict, n_leverage: int, rng) -> object:
     """Steps 1-3a: embedding, disLS (Algorithm 1 of 001) and leverage sampling of P."""
     s = cluster.n_workers
@@ -202,7 +226,7 @@ def leverage_sample(cluster: Cluster, config: dict, n_leverage: int, rng) -> obj
                                   round="leverage sampling", kind="scalars",
                                   reply_kind="raw_points")
     P = stack_rows([r["raw_points"] for r in replies])
-    return P[unique_rows(P)]
+    return P[distinct_rows(P)]
 
 
 def adaptive_sample(cluster: Cluster, kernel: Kernel, P, n_landmarks: int, config: dict, rng):
@@ -225,7 +249,7 @@ def adaptive_sample(cluster: Cluster, kernel: Kernel, P, n_landmarks: int, confi
         capacity = capacity - counts
         chosen = stack_rows([chosen] + [r["raw_points"] for r in replies])
         both = stack_rows([P, chosen])
-        keep = unique_rows(both)
+        keep = distinct_rows(both)
         chosen = both[keep[keep >= P.shape[0]]]
         attempt += 1
     return stack_rows([P, chosen]), chosen
