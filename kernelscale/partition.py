@@ -122,7 +122,8 @@ def feature_block_partition(n_features: int, blocks) -> list[np.ndarray]:
                 f"Cannot split {n_features} features over {blocks} parties: "
                 "every party needs at least one feature."
             )
-        return [np.asarray(b, dtype=np.int64) for b in np.array_split(np.arange(n_features), blocks)]
+        even = np.array_split(np.arange(n_features), int(blocks))
+        return [np.asarray(b, dtype=np.int64) for b in even]
     blocks = list(blocks)
     if not blocks:
         raise ValueError("blocks is empty: give at least one party.")

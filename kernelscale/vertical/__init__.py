@@ -1,5 +1,7 @@
 """Vertical partitions: parties hold different features of the same samples (paper 002)."""
 
+from kernelscale.vertical.dpca import DPCAResult, dpca, ring_neighbourhoods
+from kernelscale.vertical.estimator import VerticalKernelPCA
 from kernelscale.vertical.oneshot import (
     VERTICAL_KERNELS,
     VerticalInfo,
@@ -12,6 +14,10 @@ from kernelscale.vertical.oneshot import (
 from kernelscale.vertical.projection import vertical_transform
 
 __all__ = [
+    "DPCAResult",
+    "VerticalKernelPCA",
+    "dpca",
+    "ring_neighbourhoods",
     "VERTICAL_KERNELS",
     "VerticalInfo",
     "VerticalKPCAModel",
