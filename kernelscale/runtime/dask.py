@@ -23,6 +23,7 @@ the failure.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
@@ -49,6 +50,22 @@ def load_partition(loader) -> Any:
         f"A loader must be a file path or a callable returning the partition, "
         f"got {type(loader).__name__}."
     )
+
+
+async def _settle(pending: dict, timeout: float) -> dict:
+    """Wait up to ``timeout`` s for the actor calls; ``{worker: (ok, reply or exception)}``."""
+
+    async def one(worker, future):
+        try:
+            return worker, (True, await future)
+        except Exception as exc:
+            return worker, (False, exc)
+
+    tasks = [asyncio.ensure_future(one(w, f)) for w, f in pending.items()]
+    done, not_done = await asyncio.wait(tasks, timeout=timeout)
+    for task in not_done:  # stops waiting only: the call goes on and is awaited again
+        task.cancel()
+    return dict(task.result() for task in done)
 
 
 class PartitionActor:
@@ -225,12 +242,16 @@ class DaskCluster(Cluster):
             try:
                 actor = future.result(timeout=POLL_SECONDS)
                 break
-            except Exception as exc:
-                if future.done():
+            except Exception:
+                if future.status in ("error", "cancelled"):
+                    cause = (future.exception(timeout=self.timeout)
+                             if future.status == "error" else RuntimeError("cancelled"))
                     future.release()
                     raise WorkerError(
-                        worker, "place partition", f"{type(exc).__name__}: {exc}"
-                    ) from exc
+                        worker, "place partition", f"{type(cause).__name__}: {cause}"
+                    ) from cause
+                if future.done():  # finished just after the poll timed out
+                    continue
                 if address not in self._live_workers():
                     future.release()
                     raise _WorkerGone(address) from None
@@ -300,19 +321,18 @@ class DaskCluster(Cluster):
         deadline = time.monotonic() + self.timeout
         pending = dict(futures)
         while pending:
-            worker, future = next(iter(pending.items()))
-            try:
-                replies[worker] = future.result(timeout=POLL_SECONDS)
+            # One trip to the client's event loop collects every reply that is ready.
+            settled = self.client.sync(_settle, pending, POLL_SECONDS)
+            for worker, (ok, value) in settled.items():
                 del pending[worker]
-                continue
-            except Exception as exc:
-                if future.done():
-                    del pending[worker]
-                    if self._is_lost(worker, exc):
-                        lost[worker] = self._lost_message(worker, exc)
-                    else:
-                        errors[worker] = f"{type(exc).__name__}: {exc}"
-                    continue
+                if ok:
+                    replies[worker] = value
+                elif self._is_lost(worker, value):
+                    lost[worker] = self._lost_message(worker, value)
+                else:
+                    errors[worker] = f"{type(value).__name__}: {value}"
+            if not pending:
+                break
             alive = self._live_workers()
             for w in [w for w in pending if self.addresses[w] not in alive]:
                 del pending[w]
