@@ -15,6 +15,10 @@ global kernel from the local rank-``D`` approximations ``K_j ~ V_j diag(l_j) V_j
 optionally centres it (``H K_hat H`` after fusion) and returns its top
 ``n_components`` eigenpairs. No input row ever leaves a party.
 
+Memory: the method is an eigenproblem on ``n x n`` kernels by design (paper 002,
+section III): each party holds its local ``n x n`` kernel (evaluated in row chunks)
+and the centre holds ``K_hat``. It suits up to a few ten thousand samples, not more.
+
 Kernel conventions. The library follows scikit-learn: ``rbf`` is
 ``exp(-gamma ||x - y||^2)``. Paper 002 writes ``exp(-||x - y||^2 / (2 sigma^2))`` in
 its text (gamma = 1 / (2 sigma^2)) and ``exp(-||x - y||^2 / sigma^2)`` in its code
