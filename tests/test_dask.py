@@ -210,6 +210,14 @@ def test_retry_lost_rebuilds_the_partition(client, tmp_path, source):
         assert (raw > 0) == (source == "arrays")
 
 
+def test_partitions_go_to_the_workers_asked_for(client):
+    address = sorted(client.nthreads())[-1]
+    parts = [make_partition(i) for i in range(3)]
+    with DaskCluster.from_arrays(client, parts, workers=[address], timeout=TIMEOUT) as remote:
+        assert remote.addresses == [address] * 3
+        assert remote.broadcast_map(first_rows, 1, round="r")[2].shape == (1, 4)
+
+
 def test_make_cluster(client):
     partitions = [make_partition(i) for i in range(2)]
     local = make_cluster(partitions)
@@ -248,6 +256,8 @@ def test_bad_input_is_refused_early(client):
         make_cluster([])
     with pytest.raises(TypeError, match="loader must be"):
         DaskCluster.from_loaders(client, [X])
+    with pytest.raises(ValueError, match="Unknown Dask workers"):
+        DaskCluster.from_arrays(client, [X], workers=["tcp://nowhere:1"])
     with pytest.raises(ValueError, match="timeout must be positive"):
         DaskCluster.from_arrays(client, [X], timeout=0)
     bad = X.copy()

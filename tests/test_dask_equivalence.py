@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 import time
+import types
 
 import numpy as np
 import pytest
@@ -49,7 +50,9 @@ def optional(module: str):
 
 def assert_same(a, b, where="result"):
     """Recursive comparison: arrays to 1e-10, everything else exactly."""
-    if hasattr(a, "to_dict") and callable(a.to_dict):
+    if isinstance(a, np.random.Generator):
+        assert a.bit_generator.state == b.bit_generator.state, where
+    elif hasattr(a, "to_dict") and callable(a.to_dict):
         assert a.to_dict() == b.to_dict(), where
     elif sp.issparse(a):
         assert sp.issparse(b), where
@@ -64,7 +67,9 @@ def assert_same(a, b, where="result"):
         assert len(a) == len(b), where
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             assert_same(x, y, f"{where}[{i}]")
-    elif hasattr(a, "__dict__") and not callable(a):
+    elif isinstance(a, (type, types.FunctionType, types.MethodType)):
+        assert a == b, where
+    elif hasattr(a, "__dict__"):
         assert type(a) is type(b), where
         assert_same(vars(a), vars(b), where)
     else:
@@ -230,3 +235,21 @@ def test_federated_linear_kmeans(client):
     kmeans = optional("kernelscale.federated.kmeans")
     run_both(client, horizontal_data(), kmeans.distributed_kmeans, n_clusters=3,
              coreset_size=40, random_state=6)
+
+
+def test_federated_baselines(client):
+    baselines = optional("kernelscale.federated.baselines")
+    run_both(client, horizontal_data(), baselines.rfk_kmeans, n_clusters=3,
+             n_random_features=30, coreset_size=40, random_state=8)
+    run_both(client, horizontal_data(), baselines.distributed_spectral_clustering,
+             n_clusters=3, kernel=make_kernel("rbf", gamma=0.1), coreset_size=40,
+             random_state=9, **SMALL)
+
+
+# --------------------------------------------------------------- streaming (004)
+@pytest.mark.parametrize("method", ["skpca", "rnca", "nystrom"])
+def test_streaming_merge(client, method):
+    streaming = optional("kernelscale.streaming.distributed")
+    run_both(client, horizontal_data(), streaming.streaming_kpca_distributed, method=method,
+             gamma=0.1, n_random_features=40, sketch_size=8, n_landmarks=12, chunk_size=16,
+             random_state=10)

@@ -17,8 +17,8 @@ and the round is repeated on it. The replayed traffic is counted in the ledger
 under the phase ``"recovery"``; the ``"fit"`` words are those of a run without
 the failure.
 
-``dask[distributed]`` is an optional dependency: it is imported when a
-``DaskCluster`` is built, never by ``import kernelscale``.
+``dask[distributed]`` is an optional dependency: this module never imports it
+(the caller's client brings it), so ``import kernelscale`` does not need it.
 """
 
 from __future__ import annotations
@@ -122,7 +122,8 @@ class DaskCluster(Cluster):
         fails with a :class:`WorkerError`.
     retry_lost : bool, default=False
         Rebuild a partition whose worker died (see the module docstring)
-        instead of raising.
+        instead of raising. The rounds are recorded for a replay only then, so
+        set it before the protocol starts (``cluster.reset()``).
     max_recoveries : int, default=3
         How many partitions may be rebuilt during one round before giving up.
     """
@@ -155,9 +156,14 @@ class DaskCluster(Cluster):
         self._actors: list = [None] * self.n_workers
         self._actor_futures: list = [None] * self.n_workers
         self.addresses: list[str] = [""] * self.n_workers
-        live = sorted(self._live_workers()) if workers is None else list(workers)
+        live = sorted(self._live_workers())
         if not live:
             raise ValueError("The Dask cluster has no workers.")
+        if workers is not None:
+            unknown = sorted(set(workers) - set(live))
+            if unknown or not workers:
+                raise ValueError(f"Unknown Dask workers {unknown}; the cluster has {live}.")
+            live = list(workers)
         for i in range(self.n_workers):
             self._place_somewhere(i, live[i % len(live)])
 
@@ -296,8 +302,9 @@ class DaskCluster(Cluster):
         if errors:
             worker = min(errors)
             raise WorkerError(worker, round, errors[worker])
-        kind, reply_kind = self._kinds or ("model", "sketch")
-        self._history.append(_Call(step, per_worker_args, round, kind, reply_kind))
+        if self.retry_lost:  # what a rebuilt partition replays
+            kind, reply_kind = self._kinds or ("model", "sketch")
+            self._history.append(_Call(step, per_worker_args, round, kind, reply_kind))
         if step is describe_partition:
             self._data_normalised = True
         return [replies[w] for w in range(self.n_workers)]
