@@ -132,16 +132,22 @@ def assign_step(state, centers, source):
 
 
 def lloyd_step(state, *request):
-    """Worker step of a Lloyd refinement: per-centre sums and counts, ``k (dim + 1)`` words."""
+    """Worker step of a Lloyd refinement of several candidate solutions at once.
+
+    ``centers`` has shape (n_candidates, k, dim); the reply holds per-centre sums
+    and counts and the cost of each candidate: ``n_candidates (k (dim + 1) + 1)`` words.
+    """
     if not request:
         return None
     centers, source = request
     X = _rows(state, source)
-    _, nearest = _sq_dist_to_centers(X, centers)
-    sums = np.zeros_like(centers)
-    np.add.at(sums, nearest, X)
-    counts = np.bincount(nearest, minlength=centers.shape[0]).astype(np.float64)
-    return Tagged(sketch=sums, scalars=counts)
+    sums, counts, costs = np.zeros_like(centers), np.zeros(centers.shape[:2]), []
+    for j, C in enumerate(centers):
+        d2, nearest = _sq_dist_to_centers(X, C)
+        np.add.at(sums[j], nearest, X)
+        counts[j] = np.bincount(nearest, minlength=C.shape[0])
+        costs.append(d2.sum())
+    return Tagged(sketch=sums, scalars=[counts, np.array(costs)])
 
 
 def collect_labels_step(state):
@@ -190,8 +196,9 @@ def kmeans_on_workers(
     n_init : int
         k-means++ restarts of the master's weighted k-means.
     n_refine : int
-        Lloyd steps over all points after the coreset solution (0: the paper's
-        protocol). Each costs ``k (dim + 1)`` words per worker.
+        Lloyd steps over all points for each of the ``n_init`` coreset solutions,
+        keeping the cheapest on all points (0: the paper's protocol). Each costs
+        ``n_init (k (dim + 1) + 1)`` words per worker.
     responders : bool array of shape (n_workers,) or None
         Workers that answer (client dropout); the others still receive the
         centres and label their points. ``None``: everyone answers.
@@ -239,28 +246,20 @@ def kmeans_on_workers(
     weights = np.concatenate([c["scalars"] for c in coresets if c])
     # Step 3: weighted k-means on the union at the master, centres to every worker.
     n_fit = min(n_clusters, int(np.count_nonzero(weights > 0)))
+    seeds = rng.integers(2**31, size=n_init)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        km = KMeans(n_clusters=n_fit, n_init=n_init, random_state=int(rng.integers(2**31)))
-        km.fit(points, sample_weight=weights)
-    centers = km.cluster_centers_
-    # Optional (not in the paper): Lloyd steps on all points from the coreset solution,
-    # each costing k (dim + 1) words per worker, independent of the number of points.
-    for _ in range(n_refine):
-        parts = [
-            p
-            for p in cluster.scatter_map(
-                lloyd_step,
-                [(centers, source) if responders[i] else () for i in range(s)],
-                round="kmeans: Lloyd refinement",
-            )
-            if p
-        ]
-        sums = sum(p["sketch"] for p in parts)
-        counts = sum(p["scalars"] for p in parts)
-        moved = counts > 0
-        centers = centers.copy()
-        centers[moved] = sums[moved] / counts[moved, None]
+        if n_refine == 0:
+            km = KMeans(n_clusters=n_fit, n_init=n_init, random_state=int(seeds[0]))
+            centers = km.fit(points, sample_weight=weights).cluster_centers_
+        else:
+            candidates = np.stack([
+                KMeans(n_clusters=n_fit, n_init=1, random_state=int(seed))
+                .fit(points, sample_weight=weights).cluster_centers_
+                for seed in seeds
+            ])
+    if n_refine > 0:
+        centers = _refine(cluster, candidates, n_refine, source, responders)
     cluster.broadcast_map(assign_step, centers, source, round="kmeans: centres", kind="model")
     labels = None
     if collect_labels:
@@ -270,6 +269,31 @@ def kmeans_on_workers(
             )
         labels = np.concatenate(parts)
     return DistributedKMeansResult(centers, labels, sizes, responders)
+
+
+def _refine(cluster, candidates, n_refine, source, responders):
+    """Lloyd steps on all points for every coreset candidate; keep the cheapest on all points.
+
+    Not in the paper: the coreset solutions of the ``n_init`` restarts are refined
+    together, ``n_refine`` rounds of ``n_init (k (dim + 1) + 1)`` words per worker,
+    and the candidate with the lowest cost on all points wins (as scikit-learn's
+    ``n_init`` picks the lowest inertia).
+    """
+    for _ in range(n_refine):
+        parts = cluster.scatter_map(
+            lloyd_step,
+            [(candidates, source) if answer else () for answer in responders],
+            round="kmeans: Lloyd refinement",
+        )
+        parts = [p for p in parts if p]
+        sums = sum(p["sketch"] for p in parts)
+        counts = sum(p["scalars"][0] for p in parts)
+        costs = sum(p["scalars"][1] for p in parts)
+        moved = counts > 0
+        candidates = candidates.copy()
+        candidates[moved] = sums[moved] / counts[moved][:, None]
+    # the costs are those of the candidates sent in the last round
+    return candidates[int(np.argmin(costs))]
 
 
 def distributed_kmeans(

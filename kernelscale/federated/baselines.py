@@ -1,0 +1,165 @@
+"""Baselines of paper 003 (section 6.1, appendix G) and distributed spectral clustering (001, 6.6).
+
+* CK k-means (centralised, exact): top-``s`` eigenpairs of the full kernel matrix,
+  k-means on the rows of ``U_s Lambda_s^1/2``. Small data only (n x n kernel).
+* SK k-means (centralised, Wang et al. 2019): Nystrom features from ``n_landmarks``
+  uniformly sampled points (scikit-learn's :class:`~sklearn.kernel_approximation.Nystroem`),
+  their rank-``s`` truncation, k-means.
+* RFK k-means (distributed, Chitta et al. 2012): random Fourier features from a
+  broadcast seed, then the coreset k-means on the feature rows (``D`` words per
+  coreset point).
+* CE PCA / distributed spectral clustering: disKPCA (:func:`kernelscale.horizontal.diskpca`),
+  each worker projects its rows on the components, then the coreset k-means on the
+  projections (``s`` words per coreset point).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+from sklearn.cluster import KMeans
+from sklearn.kernel_approximation import Nystroem
+from sklearn.utils.extmath import randomized_svd
+
+from kernelscale.features import RandomFourierFeatures
+from kernelscale.federated.fkkmeans import paper_gamma
+from kernelscale.federated.kmeans import kmeans_on_workers
+from kernelscale.horizontal import diskpca
+from kernelscale.kernels import Kernel, make_kernel
+from kernelscale.linalg import as_generator
+from kernelscale.runtime import Cluster, shared_seed, validate_cluster
+
+
+def gamma_rule(X) -> float:
+    """The paper's ``gamma = N^2 / (2 sum_ij ||x_i - x_j||^2)`` on one matrix (no pairs)."""
+    X = np.asarray(X, dtype=np.float64)
+    col = X.sum(axis=0)
+    pair_sum = 2.0 * X.shape[0] * float(np.einsum("ij,ij->", X, X)) - 2.0 * float(col @ col)
+    return float(X.shape[0] ** 2 / (2.0 * pair_sum))
+
+
+def _kmeans(H, n_clusters, rng, n_init=10):
+    return KMeans(n_clusters, n_init=n_init, random_state=int(rng.integers(2**31))).fit(H)
+
+
+def ck_kmeans(X, n_clusters: int, n_eigenvectors: int | None = None, gamma: float | None = None,
+              random_state=None) -> np.ndarray:
+    """CK k-means: exact top-``s`` eigenpairs of the RBF kernel matrix, then k-means.
+
+    Builds the full n x n kernel: an exact reference for small data.
+    """
+    rng = as_generator(random_state)
+    s = n_clusters if n_eigenvectors is None else n_eigenvectors
+    gamma = gamma_rule(X) if gamma is None else gamma
+    K = make_kernel("rbf", gamma=gamma)(X, X)
+    n = K.shape[0]
+    w, U = sla.eigh(K, subset_by_index=[n - s, n - 1])
+    H = U[:, ::-1] * np.sqrt(np.maximum(w[::-1], 0.0))
+    return _kmeans(H, n_clusters, rng).labels_
+
+
+def sk_kmeans(X, n_clusters: int, n_eigenvectors: int | None = None, n_landmarks: int = 200,
+              gamma: float | None = None, random_state=None) -> np.ndarray:
+    """SK k-means: Nystrom approximation of the kernel, rank-``s`` truncation, k-means."""
+    rng = as_generator(random_state)
+    s = n_clusters if n_eigenvectors is None else n_eigenvectors
+    gamma = gamma_rule(X) if gamma is None else gamma
+    F = Nystroem(kernel="rbf", gamma=gamma, n_components=min(n_landmarks, X.shape[0]),
+                 random_state=int(rng.integers(2**31))).fit_transform(X)
+    U, sv, _ = randomized_svd(F, s, random_state=int(rng.integers(2**31)))
+    return _kmeans(U * sv, n_clusters, rng).labels_
+
+
+def random_features_step(state, seed, gamma, n_random_features):
+    """Worker step: keep the random Fourier features of the partition as ``state.embedding``."""
+    rff = RandomFourierFeatures(state.data.shape[1], n_random_features, gamma, "rbf", seed)
+    state.embedding = rff.transform(state.data)
+
+
+@dataclass
+class ClusteringResult:
+    """Labels (worker order), centres in the clustered space, kernel parameter, extra model."""
+
+    labels: np.ndarray | None
+    centers: np.ndarray
+    gamma: float | None = None
+    model: object = None
+
+
+def rfk_kmeans(cluster: Cluster, n_clusters: int, *, n_random_features: int = 800,
+               coreset_size: int = 1000, gamma: float | None = None, n_refine: int = 10,
+               random_state=None) -> ClusteringResult:
+    """RFK k-means: random Fourier features on the workers, then the coreset k-means."""
+    rng = as_generator(random_state)
+    cluster.reset()
+    validate_cluster(cluster)
+    gamma = paper_gamma(cluster) if gamma is None else float(gamma)
+    cluster.broadcast_map(random_features_step, shared_seed(rng), gamma, int(n_random_features),
+                          round="rfk: features", kind="seed")
+    km = kmeans_on_workers(cluster, n_clusters, coreset_size=coreset_size, source="embedding",
+                           point_kind="sketch", n_refine=n_refine, random_state=rng)
+    return ClusteringResult(km.labels, km.centers, gamma)
+
+
+def project_step(state, kernel_params):
+    """Worker step: project the rows on the disKPCA components (``state.embedding``)."""
+    kernel = Kernel.from_dict(kernel_params)
+    out = []
+    for start in range(0, state.data.shape[0], 4096):
+        block = kernel(state.data[start : start + 4096], state.landmarks)
+        if state.center is not None:
+            block = block - state.center
+        out.append(block @ state.coef)
+    state.embedding = np.vstack(out)
+
+
+def distributed_spectral_clustering(
+    cluster: Cluster,
+    n_clusters: int,
+    *,
+    kernel: Kernel | None = None,
+    n_components: int | None = None,
+    coreset_size: int = 1000,
+    n_refine: int = 10,
+    random_state=None,
+    **diskpca_params,
+) -> ClusteringResult:
+    """disKPCA, projection on the workers, coreset k-means (section 6.6 of 001; CE PCA of 003).
+
+    Parameters
+    ----------
+    cluster : Cluster
+    n_clusters : int
+    kernel : Kernel or None
+        ``None``: RBF with the gamma rule of paper 003 (from per-worker sums).
+    n_components : int or None
+        Rank of the disKPCA subspace (default ``n_clusters``).
+    coreset_size, n_refine : int
+        Of the distributed k-means.
+    random_state : int, Generator or None
+    **diskpca_params
+        Passed to :func:`kernelscale.horizontal.diskpca` (``n_landmarks``,
+        ``n_random_features``, ``embedding_dim``, ...).
+
+    Returns
+    -------
+    ClusteringResult
+        ``model`` is the fitted :class:`~kernelscale.model.KernelPCAModel`.
+    """
+    rng = as_generator(random_state)
+    gamma = None
+    if kernel is None:
+        cluster.reset()
+        validate_cluster(cluster)
+        gamma = paper_gamma(cluster)
+        kernel = make_kernel("rbf", gamma=gamma)
+    k = n_clusters if n_components is None else n_components
+    # Steps 1-4 of disKPCA (Algorithm 4 of 001); the workers keep Y and C.
+    model = diskpca(cluster, kernel, n_components=k, random_state=rng, **diskpca_params)
+    cluster.broadcast_map(project_step, kernel.to_dict(), round="spectral: project",
+                          kind="model")
+    km = kmeans_on_workers(cluster, n_clusters, coreset_size=coreset_size, source="embedding",
+                           point_kind="sketch", n_refine=n_refine, random_state=rng)
+    return ClusteringResult(km.labels, km.centers, gamma, model)

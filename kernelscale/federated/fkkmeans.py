@@ -1,0 +1,438 @@
+"""Federated kernel k-means: DSPGD with CEM, then distributed linear k-means (Algorithm 1 of 003).
+
+In iteration ``t`` every client draws fresh random Fourier features ``A_t[m]``
+from a seed the server broadcasts and forms
+``W_t[m] = [sqrt(eta_t / D) A_t[m], sqrt(1 - eta_t) B_t[m]]`` (with our feature
+map's ``sqrt(2/D)`` scaling this is ``[sqrt(eta_t) z_t(x), sqrt(1 - eta_t) b_t(x)]``).
+The server runs the distributed Lanczos algorithm on
+``W_t^T W_t = sum_m W_t[m]^T W_t[m]``, a ``(D + r_t)``-square matrix: one step
+costs ``D + r_t`` words down and up per client, whatever the number of samples.
+It broadcasts the eigenvectors ``v_i`` above ``eta_t lambda`` and each client
+updates ``B_{t+1}[m] = W_t[m] v_i sqrt(lambda_i - eta_t lambda) / sqrt(lambda_i)``
+(the soft-thresholded proximal step; ``u_i = W_t v_i / sqrt(lambda_i)``). After
+``T`` iterations the clients form ``H[m]`` (step 17) and cluster its rows with
+the coreset k-means of :mod:`kernelscale.federated.kmeans`. No client ever sends
+a data row: the ledger holds seeds, scalars, Lanczos vectors and ``H``-space
+coreset rows only.
+
+The embedding of a point is a fixed function of the broadcast seeds and
+projections, so the fitted :class:`FKKMeansModel` also embeds and labels new
+points (the same recursion the clients ran on their rows).
+
+Client dropout (future work in 003): with ``dropout=p`` a random fraction ``p``
+of the clients (at least one answers) does not answer in iteration ``t``; the
+server sums the Lanczos products of those that did and rescales them by
+``N / N_answered`` (a ratio estimate of the full Gram matrix, since
+``W_t^T W_t`` is a sum over rows). Every client still receives the broadcasts
+and updates its ``B``. Dropped clients of the final k-means send no coreset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from kernelscale.features import RandomFourierFeatures
+from kernelscale.federated.kmeans import kmeans_on_workers
+from kernelscale.federated.lanczos import lanczos
+from kernelscale.linalg import as_generator
+from kernelscale.runtime import Cluster, Tagged, shared_seed, validate_cluster
+
+DEFAULT_CHUNK_SIZE = 4096
+
+
+# ----------------------------------------------------------------------------------
+# The kernel parameter (section 6.1 of 003) from per-worker sums.
+
+
+def moment_step(state):
+    """Worker step: ``(n_m, sum ||x||^2)`` and ``sum x``: ``d + 2`` words, no pairs."""
+    X = state.data
+    sq = float(X.multiply(X).sum()) if sp.issparse(X) else float(np.einsum("ij,ij->", X, X))
+    col_sum = np.asarray(X.sum(axis=0)).ravel()
+    return Tagged(scalars=np.array([X.shape[0], sq]), sketch=col_sum)
+
+
+def paper_gamma(cluster: Cluster) -> float:
+    """``gamma = N^2 / (2 sum_ij ||x_i - x_j||^2)`` exactly, from per-worker sums.
+
+    Uses ``sum_ij ||x_i - x_j||^2 = 2 N sum_i ||x_i||^2 - 2 ||sum_i x_i||^2``, so
+    each worker sends ``d + 2`` words and no distance crosses the network.
+    """
+    replies = cluster.broadcast_map(moment_step, round="gamma: moments")
+    n = sum(r["scalars"][0] for r in replies)
+    sq = sum(r["scalars"][1] for r in replies)
+    total = sum(r["sketch"] for r in replies)
+    pair_sum = 2.0 * n * sq - 2.0 * float(total @ total)
+    if pair_sum <= 0:
+        raise ValueError("All points are identical: the paper's gamma rule is undefined.")
+    return float(n * n / (2.0 * pair_sum))
+
+
+# ----------------------------------------------------------------------------------
+# Worker steps of DSPGD with CEM.
+
+
+def setup_step(state, gamma, n_random_features, chunk_size):
+    """Worker step: keep the kernel parameter, D and the chunk size; start with B_1 = 0."""
+    state.fk_params = (gamma, n_random_features, chunk_size)
+    state.B = np.zeros((state.data.shape[0], 0))
+
+
+def _w_chunks(state):
+    """The rows of ``W_t[m]`` chunk by chunk (features rebuilt from the seed)."""
+    gamma, D, chunk = state.fk_params
+    seed, eta = state.fk_iteration
+    rff = RandomFourierFeatures(state.data.shape[1], D, gamma, "rbf", seed)
+    for start in range(0, state.data.shape[0], chunk):
+        z = rff.transform(state.data[start : start + chunk], chunk_size=chunk)
+        b = state.B[start : start + chunk]
+        yield start, np.hstack([np.sqrt(eta) * z, np.sqrt(1.0 - eta) * b])
+
+
+def iteration_step(state, message):
+    """Worker steps 7-8: fresh features from the seed, local Gram ``W_t[m]^T W_t[m]``."""
+    eta = float(np.atleast_1d(message["scalars"])[0])
+    state.responds = bool(np.atleast_1d(message["scalars"])[-1]) if np.size(
+        message["scalars"]
+    ) > 1 else True
+    state.fk_iteration = (int(message["seed"]), eta)
+    gram = 0.0
+    for _, W in _w_chunks(state):
+        gram = gram + W.T @ np.array(W, copy=True)
+    state.W_gram = gram
+
+
+def gram_matvec_step(state, c):
+    """Worker step (one DLA step): ``W_t[m]^T W_t[m] c_q``, ``D + r_t`` words."""
+    return state.W_gram @ c if state.responds else None
+
+
+def project_step(state, projection, target):
+    """Worker steps 12-13 / 17: ``state.<target> = W_t[m] @ projection``."""
+    out = np.empty((state.data.shape[0], projection.shape[1]))
+    for start, W in _w_chunks(state):
+        out[start : start + W.shape[0]] = W @ projection
+    setattr(state, target, out)
+
+
+def gather_step(state, projection):
+    """Evaluation step: the rows ``W_t[m] @ projection`` (benchmarks on small data)."""
+    return np.vstack([W @ projection for _, W in _w_chunks(state)])
+
+
+# ----------------------------------------------------------------------------------
+# The fitted embedding and the master loop.
+
+
+@dataclass
+class FKKMeansModel:
+    """What the server knows after FK k-means: enough to embed and label new points.
+
+    Attributes
+    ----------
+    n_features_in : int
+    gamma : float
+    n_random_features : int
+    seeds : list of int
+        Random feature seed of each iteration.
+    etas : list of float
+        Step sizes ``eta_t = 1/t``.
+    projections : list of ndarray
+        ``B_{t+1} = W_t @ projections[t-1]`` for ``t < T``; the last maps
+        ``W_T`` to ``H``.
+    centers : ndarray of shape (n_clusters, n_eigenvectors) or None
+    """
+
+    n_features_in: int
+    gamma: float
+    n_random_features: int
+    seeds: list = field(default_factory=list)
+    etas: list = field(default_factory=list)
+    projections: list = field(default_factory=list)
+    centers: np.ndarray | None = None
+
+    def embed(self, X, chunk_size: int = DEFAULT_CHUNK_SIZE) -> np.ndarray:
+        """Rows of ``H`` for new points: the clients' recursion replayed on ``X``."""
+        X = X.tocsr() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+        if X.shape[1] != self.n_features_in:
+            raise ValueError(
+                f"X has {X.shape[1]} features, the model was fitted on {self.n_features_in}."
+            )
+        b = np.zeros((X.shape[0], 0))
+        for seed, eta, P in zip(self.seeds, self.etas, self.projections, strict=True):
+            rff = RandomFourierFeatures(
+                self.n_features_in, self.n_random_features, self.gamma, "rbf", seed
+            )
+            z = rff.transform(X, chunk_size=chunk_size)
+            b = np.hstack([np.sqrt(eta) * z, np.sqrt(1.0 - eta) * b]) @ P
+        return b
+
+    def predict(self, X, chunk_size: int = DEFAULT_CHUNK_SIZE) -> np.ndarray:
+        """Index of the nearest centre in ``H`` space."""
+        H = self.embed(X, chunk_size)
+        d2 = -2.0 * H @ self.centers.T + np.einsum("ij,ij->i", self.centers, self.centers)
+        return np.argmin(d2, axis=1)
+
+
+@dataclass
+class DSPGDResult:
+    """DSPGD with CEM: the model and a per-iteration trace.
+
+    Attributes
+    ----------
+    model : FKKMeansModel
+    threshold : float
+        ``lambda``, the (k+2)-th eigenvalue of the first iteration.
+    eigenvalues : ndarray of shape (n_eigenvectors,)
+        ``lambda_i,T + (1 - eta_T) lambda``: the estimated top eigenvalues of K.
+    ranks : list of int
+        ``r_{t+1}``, the rank of ``Z_{t+1}``.
+    lanczos_steps : list of int
+    upload_words, total_words : list of int
+        Words of each iteration (phase ``fit``).
+    estimates : list of ndarray
+        ``H_t`` (N x s) per iteration when ``record_estimates`` (phase ``evaluate``).
+    """
+
+    model: FKKMeansModel
+    threshold: float
+    eigenvalues: np.ndarray
+    ranks: list
+    lanczos_steps: list
+    upload_words: list
+    total_words: list
+    estimates: list
+
+
+def _responders(rng, n_workers, dropout):
+    if dropout == 0:
+        return np.ones(n_workers, bool)
+    answers = rng.random(n_workers) >= dropout
+    if not answers.any():
+        answers[rng.integers(n_workers)] = True
+    return answers
+
+
+def _h_projection(theta, V, n_eigenvectors, eta, threshold):
+    """Step 17: ``H = W_T V_s diag(sqrt((theta + (1 - eta) lambda) / theta))``."""
+    theta = np.maximum(theta[:n_eigenvectors], np.finfo(float).tiny)
+    return V[:, :n_eigenvectors] * np.sqrt((theta + (1.0 - eta) * threshold) / theta)
+
+
+def dspgd_cem(
+    cluster: Cluster,
+    n_clusters: int,
+    n_eigenvectors: int,
+    *,
+    n_rows: tuple,
+    n_features: int,
+    gamma: float,
+    n_random_features: int = 50,
+    max_iter: int = 20,
+    dropout: float = 0.0,
+    lanczos_tol: float = 1e-8,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    random_state=None,
+    record_estimates: bool = False,
+) -> DSPGDResult:
+    """DSPGD with the communication-efficient mechanism (steps 4-18 of Algorithm 1 of 003).
+
+    Assumes a validated cluster with partitions of ``n_rows`` rows and
+    ``n_features`` columns. Leaves ``H[m]`` in ``state.embedding`` on every worker.
+    """
+    rng = as_generator(random_state)
+    info_rows = np.asarray(n_rows, dtype=np.float64)
+    model = FKKMeansModel(int(n_features), gamma, n_random_features)
+    cluster.broadcast_map(
+        setup_step, gamma, n_random_features, chunk_size, round="dspgd: setup", kind="model"
+    )
+    threshold, rank = None, 0
+    ranks, steps, ups, totals, estimates = [], [], [], [], []
+    for t in range(1, max_iter + 1):
+        up0, tot0 = cluster.ledger.upload_words(), cluster.ledger.total_words()
+        # Step 5: eta_t = 1/t; steps 6-9: fresh random features from a broadcast seed.
+        eta, seed = 1.0 / t, shared_seed(rng)
+        answers = _responders(rng, cluster.n_workers, dropout)
+        flags = [(eta, float(a)) if dropout else eta for a in answers]
+        cluster.scatter_map(
+            iteration_step,
+            [(Tagged(seed=seed, scalars=np.array(f)),) for f in flags],
+            round="dspgd: features",
+        )
+        scale = info_rows.sum() / info_rows[answers].sum()
+
+        def matvec(c, scale=scale):
+            replies = cluster.broadcast_map(gram_matvec_step, c, round="dspgd: lanczos step")
+            return scale * sum(r for r in replies if r is not None)
+
+        # Step 10: DLA on W_t^T W_t, size D + r_t.
+        last = t == max_iter
+        result = lanczos(
+            matvec,
+            n_random_features + rank,
+            n_wanted=max(n_clusters + 2 if t == 1 else 1, n_eigenvectors if last else 1),
+            threshold=None if t == 1 else eta * threshold,
+            tol=lanczos_tol,
+            random_state=rng,
+        )
+        theta, V = result.eigenvalues, result.eigenvectors
+        if t == 1:
+            threshold = float(theta[n_clusters + 1])  # the (k+2)-th eigenvalue
+        keep = theta > eta * threshold
+        model.seeds.append(seed)
+        model.etas.append(eta)
+        if record_estimates:  # H_t, before the clients move on to B_{t+1}
+            Ph = _h_projection(theta, V, n_eigenvectors, eta, threshold)
+            with cluster.phase("evaluate"):
+                parts = cluster.broadcast_map(gather_step, Ph, round="gather H_t")
+            estimates.append(np.vstack(parts))
+        if last:
+            # Step 17: H[m] on every client.
+            P = _h_projection(theta, V, n_eigenvectors, eta, threshold)
+            cluster.broadcast_map(project_step, P, "embedding", round="fk: H", kind="model")
+        else:
+            # Steps 12-13: the soft-thresholded update of B.
+            P = V[:, keep] * np.sqrt((theta[keep] - eta * threshold) / theta[keep])
+            cluster.broadcast_map(project_step, P, "B", round="dspgd: update B", kind="model")
+            rank = int(keep.sum())
+        model.projections.append(P)
+        ranks.append(int(keep.sum()))
+        steps.append(result.n_steps)
+        ups.append(cluster.ledger.upload_words() - up0)
+        totals.append(cluster.ledger.total_words() - tot0)
+    eig = np.maximum(theta[:n_eigenvectors], 0) + (1.0 - eta) * threshold
+    return DSPGDResult(model, threshold, eig, ranks, steps, ups, totals, estimates)
+
+
+
+@dataclass
+class FKKMeansResult:
+    """Output of :func:`fk_kmeans`.
+
+    Attributes
+    ----------
+    labels : ndarray of shape (n_samples,) or None
+        Cluster of each point, in worker order.
+    model : FKKMeansModel
+        Embedding recursion and centres (``model.predict`` labels new points).
+    gamma : float
+    dspgd : DSPGDResult
+        Per-iteration trace (ranks, Lanczos steps, words).
+    """
+
+    labels: np.ndarray | None
+    model: FKKMeansModel
+    gamma: float
+    dspgd: DSPGDResult
+
+
+def check_fk_params(n_samples, n_clusters, n_eigenvectors, n_random_features, max_iter,
+                    coreset_size, dropout, gamma):
+    """ValueErrors for parameters FK k-means cannot run with."""
+    for name, value in [("n_clusters", n_clusters), ("n_eigenvectors", n_eigenvectors),
+                        ("n_random_features", n_random_features), ("max_iter", max_iter),
+                        ("coreset_size", coreset_size)]:
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    if n_clusters > n_samples:
+        raise ValueError(f"n_clusters={n_clusters} exceeds the number of samples {n_samples}.")
+    if n_random_features < max(n_clusters + 2, n_eigenvectors):
+        raise ValueError(
+            f"n_random_features={n_random_features} must be at least n_clusters + 2 = "
+            f"{n_clusters + 2} and n_eigenvectors = {n_eigenvectors}: the threshold is the "
+            "(k+2)-th eigenvalue of the first iteration."
+        )
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
+    if gamma is not None and not (np.isfinite(gamma) and gamma > 0):
+        raise ValueError(f"gamma must be a positive finite number or None, got {gamma!r}.")
+
+
+def fk_kmeans(
+    cluster: Cluster,
+    n_clusters: int,
+    *,
+    n_eigenvectors: int | None = None,
+    n_random_features: int = 50,
+    max_iter: int = 20,
+    coreset_size: int = 1000,
+    n_refine: int = 10,
+    gamma: float | None = None,
+    dropout: float = 0.0,
+    collect_labels: bool = True,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    random_state=None,
+    record_estimates: bool = False,
+) -> FKKMeansResult:
+    """Federated kernel k-means (Algorithm 1 of 003) with the RBF kernel.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        One client per worker.
+    n_clusters : int
+        ``k``.
+    n_eigenvectors : int or None
+        ``s``, columns of ``H`` (default ``k``).
+    n_random_features : int
+        ``D``, fresh random Fourier features per iteration.
+    max_iter : int
+        ``T``.
+    coreset_size : int
+        ``C`` of the distributed k-means.
+    n_refine : int
+        Lloyd refinement rounds of the coreset candidates on all points (0: the paper's protocol).
+    gamma : float or None
+        RBF parameter; ``None``: the paper's rule from per-worker sums.
+    dropout : float
+        Fraction of clients that do not answer a round (see the module docstring).
+    collect_labels : bool
+        Gather the labels at the master (phase ``collect``, not counted as fit).
+    chunk_size : int
+        Rows per chunk on the workers.
+    random_state : int, Generator or None
+    record_estimates : bool
+        Gather ``H_t`` after every iteration under phase ``evaluate`` (small data).
+
+    Returns
+    -------
+    FKKMeansResult
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelscale.runtime import LocalCluster
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([rng.normal(0, 0.3, (60, 2)), rng.normal(4, 0.3, (60, 2))])
+    >>> cluster = LocalCluster([X[::3], X[1::3], X[2::3]])
+    >>> result = fk_kmeans(cluster, 2, n_random_features=20, max_iter=5, random_state=0)
+    >>> cluster.ledger.total_words(kind="raw_points")
+    0
+    """
+    cluster.reset()
+    info = validate_cluster(cluster)
+    s = n_clusters if n_eigenvectors is None else n_eigenvectors
+    check_fk_params(info.n_samples, n_clusters, s, n_random_features, max_iter,
+                    coreset_size, dropout, gamma)
+    rng = as_generator(random_state)
+    # Kernel parameter by the rule of section 6.1 of 003.
+    gamma = paper_gamma(cluster) if gamma is None else float(gamma)
+    # Steps 4-18: DSPGD with CEM, leaving H[m] on each client.
+    trace = dspgd_cem(
+        cluster, int(n_clusters), int(s), n_rows=info.n_rows, n_features=info.n_features,
+        gamma=gamma, n_random_features=int(n_random_features), max_iter=int(max_iter),
+        dropout=dropout, chunk_size=chunk_size, random_state=rng,
+        record_estimates=record_estimates,
+    )
+    # Step 19: distributed linear k-means over the rows of H (Balcan et al. 2013).
+    answers = _responders(rng, cluster.n_workers, dropout) if dropout else None
+    km = kmeans_on_workers(
+        cluster, int(n_clusters), coreset_size=coreset_size, source="embedding",
+        point_kind="sketch", random_state=rng, n_refine=n_refine, responders=answers,
+        collect_labels=collect_labels,
+    )
+    trace.model.centers = km.centers
+    return FKKMeansResult(km.labels, trace.model, gamma, trace)

@@ -1,0 +1,141 @@
+"""FK k-means (Algorithm 1 of paper 003): DSPGD with CEM, distributed Lanczos, gamma rule."""
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+from sklearn.datasets import make_blobs
+from sklearn.metrics import normalized_mutual_info_score
+
+from kernelscale.federated import ck_kmeans, fk_kmeans, lanczos, paper_gamma
+from kernelscale.partition import make_partition, split
+from kernelscale.runtime import LocalCluster
+
+
+def _cluster(X, n_workers=4, seed=0):
+    idx = make_partition(X.shape[0], n_workers, "uniform", random_state=seed)
+    return LocalCluster(split(X, idx)), np.concatenate(idx)
+
+
+def _blobs(n, seed=0):
+    return make_blobs(n, n_features=5, centers=4, cluster_std=1.5, random_state=seed)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_lanczos_matches_eigh(seed):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((200, 60)) * np.linspace(3, 0.1, 60)
+    R = A.T @ A.copy()
+    w = sla.eigvalsh(R)[::-1]
+    result = lanczos(lambda c: R @ c, 60, n_wanted=4, threshold=w[8], random_state=seed)
+    assert len(result.eigenvalues) >= 9
+    np.testing.assert_allclose(result.eigenvalues, w[: len(result.eigenvalues)], rtol=1e-8)
+    V = result.eigenvectors
+    np.testing.assert_allclose(V.T @ V, np.eye(V.shape[1]), atol=1e-8)
+    assert result.n_steps <= 60
+
+
+def test_paper_gamma_is_exact_from_per_worker_sums():
+    X, _ = _blobs(150)
+    cluster, _ = _cluster(X)
+    d2 = ((X[:, None, :] - X[None]) ** 2).sum()
+    assert paper_gamma(cluster) == pytest.approx(150**2 / (2 * d2), rel=1e-10)
+    # each worker sends d + 2 words, no pairwise distance
+    assert cluster.ledger.upload_words() == 4 * (5 + 2)
+
+
+def test_lanczos_step_words_do_not_depend_on_n_and_fit_words_barely_grow():
+    D, totals = 20, []
+    for n in (400, 800):
+        X, _ = _blobs(n)
+        cluster, _ = _cluster(X)
+        result = fk_kmeans(cluster, 4, n_random_features=D, max_iter=6, coreset_size=100,
+                           random_state=0)
+        ledger = cluster.ledger
+        step_words = {m.words for m in ledger.rounds("fit") if m.round == "dspgd: lanczos step"}
+        # one Lanczos step moves D + r_t words each way per client, never anything sized n
+        ranks = [0] + result.dspgd.ranks[:-1]
+        assert step_words <= {D + r for r in ranks}
+        assert max(step_words) < 40
+        totals.append(ledger.total_words())
+    assert totals[1] <= 1.2 * totals[0]
+
+
+def test_no_raw_points_and_uploads_reported():
+    X, _ = _blobs(300)
+    cluster, _ = _cluster(X)
+    fk_kmeans(cluster, 4, n_random_features=20, max_iter=4, coreset_size=100, random_state=0)
+    assert "raw_points" not in cluster.ledger.words_by_kind(phase=None)
+    assert 0 < cluster.ledger.upload_words() < cluster.ledger.total_words()
+
+
+def test_model_embeds_like_the_clients_and_predicts_the_labels():
+    X, _ = _blobs(240)
+    cluster, order = _cluster(X)
+    result = fk_kmeans(cluster, 4, n_random_features=20, max_iter=5, coreset_size=100,
+                       random_state=3, record_estimates=True)
+    H_clients = result.dspgd.estimates[-1]
+    np.testing.assert_allclose(result.model.embed(X[order]), H_clients, atol=1e-8)
+    np.testing.assert_array_equal(result.model.predict(X[order]), result.labels)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fk_kmeans_close_to_centralised_kernel_kmeans(seed):
+    X, y = make_blobs(500, n_features=8, centers=5, cluster_std=2.5, random_state=seed)
+    cluster, order = _cluster(X, seed=seed)
+    result = fk_kmeans(cluster, 5, n_random_features=30, max_iter=10, coreset_size=200,
+                       random_state=seed)
+    nmi_fk = normalized_mutual_info_score(y[order], result.labels)
+    nmi_ck = normalized_mutual_info_score(y, ck_kmeans(X, 5, random_state=seed))
+    assert nmi_fk >= nmi_ck - 0.03
+
+
+def test_recovery_error_decreases():
+    X, _ = _blobs(300, seed=2)
+    cluster, order = _cluster(X)
+    result = fk_kmeans(cluster, 4, n_random_features=15, max_iter=12, coreset_size=100,
+                       random_state=0, record_estimates=True)
+    gamma = result.gamma
+    d2 = ((X[order][:, None] - X[order][None]) ** 2).sum(-1)
+    K = np.exp(-gamma * d2)
+    w, U = sla.eigh(K)
+    K_hat = (U[:, -4:] * w[-4:]) @ U[:, -4:].T
+    errors = [np.linalg.norm(H @ H.T - K_hat) ** 2 / 300**2 for H in result.dspgd.estimates]
+    assert np.mean(errors[-3:]) < 0.5 * errors[0]
+    assert cluster.ledger.upload_words(phase="evaluate") > 0  # estimates never count as fit
+
+
+def test_dropout_keeps_going_with_fewer_uploads():
+    X, y = _blobs(400, seed=1)
+    full, order = _cluster(X, n_workers=8)
+    fk_kmeans(full, 4, n_random_features=20, max_iter=5, coreset_size=100, random_state=0)
+    dropped, _ = _cluster(X, n_workers=8)
+    result = fk_kmeans(dropped, 4, n_random_features=20, max_iter=5, coreset_size=100,
+                       dropout=0.5, random_state=0)
+    assert result.labels.shape == (400,)
+    assert normalized_mutual_info_score(y[order], result.labels) > 0.5
+    lanczos_up = [m.words for m in dropped.ledger.rounds("fit")
+                  if m.round == "dspgd: lanczos step" and m.direction == "worker->master"]
+    steps = sum(result.dspgd.lanczos_steps)
+    assert len(lanczos_up) < 8 * steps
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"n_random_features": 5}, "n_clusters \\+ 2"), ({"dropout": 1.0}, "dropout"),
+     ({"gamma": -1.0}, "gamma"), ({"max_iter": 0}, "max_iter"),
+     ({"n_eigenvectors": 30, "n_random_features": 20}, "n_eigenvectors")],
+)
+def test_bad_parameters(kwargs, message):
+    X, _ = _blobs(60)
+    cluster, _ = _cluster(X)
+    with pytest.raises(ValueError, match=message):
+        fk_kmeans(cluster, 4, **kwargs)
+
+
+def test_bad_data():
+    X, _ = _blobs(60)
+    X[5, 2] = np.inf
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        fk_kmeans(LocalCluster([X[:30], X[30:]]), 3)
+    with pytest.raises(ValueError, match="exceeds"):
+        fk_kmeans(LocalCluster([np.ones((2, 2)), np.zeros((2, 2))]), 5)
