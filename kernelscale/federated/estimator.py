@@ -1,0 +1,265 @@
+"""scikit-learn estimators: federated kernel k-means and distributed spectral clustering."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+)
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from kernelscale.federated.baselines import distributed_spectral_clustering
+from kernelscale.federated.fkkmeans import fk_kmeans
+from kernelscale.kernels import make_kernel
+from kernelscale.linalg import as_generator
+from kernelscale.partition import make_partition, split
+from kernelscale.runtime import LocalCluster
+
+
+def _split(estimator, X, y, rng):
+    if X.shape[0] < estimator.n_workers:
+        raise ValueError(
+            f"n_samples={X.shape[0]} is smaller than n_workers={estimator.n_workers}: "
+            "every client needs at least one point."
+        )
+    indices = make_partition(X.shape[0], estimator.n_workers, estimator.partition,
+                             labels=y, random_state=rng)
+    return indices, LocalCluster(split(X, indices))
+
+
+def _in_input_order(indices, labels):
+    out = np.empty(labels.shape[0], dtype=np.int64)
+    out[np.concatenate(indices)] = labels
+    return out
+
+
+def _nearest(H, centers):
+    d2 = -2.0 * H @ centers.T + np.einsum("ij,ij->i", centers, centers)
+    return np.argmin(d2, axis=1)
+
+
+class FederatedKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
+                            BaseEstimator):
+    """Federated kernel k-means (FK k-means, Algorithm 1 of paper 003) with the RBF kernel.
+
+    ``fit(X)`` splits ``X`` over ``n_workers`` simulated clients and runs DSPGD
+    with CEM (fresh random features every iteration, distributed Lanczos on a
+    ``(D + r_t)``-square matrix), then the coreset k-means on the rows of ``H``.
+    No client sends a data row.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        k.
+    n_eigenvectors : int, optional
+        s, columns of H (default ``n_clusters``).
+    n_random_features : int, default=50
+        D, random Fourier features per iteration (at least ``n_clusters + 2``).
+    max_iter : int, default=20
+        T, DSPGD iterations.
+    coreset_size : int, default=1000
+        C, points of the distributed k-means coreset.
+    n_refine : int, default=10
+        Lloyd refinement rounds after the coreset solution (0: the paper's protocol).
+    gamma : float, optional
+        RBF parameter; default the paper's ``N^2 / (2 sum_ij ||x_i - x_j||^2)``.
+    n_workers : int, default=5
+        Clients (M = 5 in the paper's experiments).
+    partition : {'uniform', 'power_law', 'label'}, default='uniform'
+    dropout : float, default=0.0
+        Fraction of clients that do not answer a round.
+    chunk_size : int, default=4096
+    random_state : int, RandomState, Generator or None
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_samples,)
+    cluster_centers_ : ndarray of shape (n_clusters, n_eigenvectors)
+        Centres in the space of the rows of H.
+    model_ : FKKMeansModel
+        Seeds and projections: embeds and labels new points.
+    gamma_ : float
+    threshold_ : float
+        lambda, the (k+2)-th eigenvalue of the first iteration.
+    eigenvalues_ : ndarray of shape (n_eigenvectors,)
+        Estimated top eigenvalues of the kernel matrix.
+    ranks_ : list of int
+        Rank r_t of Z_t per iteration.
+    lanczos_steps_ : list of int
+    communication_ : Ledger
+        Every message (phases 'setup', 'fit', and 'collect' for the labels).
+    n_iter_ : int
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> X, _ = make_blobs(200, centers=3, random_state=0)
+    >>> fk = FederatedKernelKMeans(n_clusters=3, max_iter=5, random_state=0).fit(X)
+    >>> fk.communication_.total_words(kind="raw_points")
+    0
+    """
+
+    def __init__(self, n_clusters=8, *, n_eigenvectors=None, n_random_features=50, max_iter=20,
+                 coreset_size=1000, n_refine=10, gamma=None, n_workers=5, partition="uniform",
+                 dropout=0.0, chunk_size=4096, random_state=None):
+        self.n_clusters = n_clusters
+        self.n_eigenvectors = n_eigenvectors
+        self.n_random_features = n_random_features
+        self.max_iter = max_iter
+        self.coreset_size = coreset_size
+        self.n_refine = n_refine
+        self.gamma = gamma
+        self.n_workers = n_workers
+        self.partition = partition
+        self.dropout = dropout
+        self.chunk_size = chunk_size
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        """Run FK k-means on ``X`` split over ``n_workers`` clients (``y`` only for 'label')."""
+        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32])
+        rng = as_generator(self.random_state)
+        indices, cluster = _split(self, X, y, rng)
+        result = fk_kmeans(
+            cluster, self.n_clusters, n_eigenvectors=self.n_eigenvectors,
+            n_random_features=self.n_random_features, max_iter=self.max_iter,
+            coreset_size=self.coreset_size, n_refine=self.n_refine, gamma=self.gamma,
+            dropout=self.dropout, chunk_size=self.chunk_size, random_state=rng,
+        )
+        self.labels_ = _in_input_order(indices, result.labels)
+        self.model_ = result.model
+        self.cluster_centers_ = result.model.centers
+        self.gamma_ = result.gamma
+        self.threshold_ = result.dspgd.threshold
+        self.eigenvalues_ = result.dspgd.eigenvalues
+        self.ranks_ = result.dspgd.ranks
+        self.lanczos_steps_ = result.dspgd.lanczos_steps
+        self.n_iter_ = len(result.dspgd.ranks)
+        self.communication_ = cluster.ledger
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    @property
+    def _n_features_out(self):
+        return self.cluster_centers_.shape[1]
+
+    def transform(self, X):
+        """Rows of H for ``X`` (the clients' embedding, replayed from the seeds)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", reset=False)
+        return self.model_.embed(X, self.chunk_size)
+
+    def predict(self, X):
+        """Cluster of each row of ``X``: nearest centre in H space."""
+        return _nearest(self.transform(X), self.cluster_centers_)
+
+
+class DistributedSpectralClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                                    ClusterMixin, BaseEstimator):
+    """disKPCA, then the coreset k-means on the projections (section 6.6 of paper 001).
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+    n_components : int, optional
+        Rank of the kernel PCA (default ``n_clusters``).
+    kernel : {'rbf', 'laplacian', 'poly', 'linear', 'arccos'}, default='rbf'
+    gamma : float, optional
+        For 'rbf' default the gamma rule of paper 003 (from per-worker sums);
+        otherwise scikit-learn's default.
+    degree, coef0 : kernel parameters
+    n_landmarks, n_leverage, embedding_dim, row_sketch_dim, n_random_features, messages :
+        disKPCA parameters (see :class:`kernelscale.horizontal.DistributedKernelPCA`).
+    coreset_size : int, default=1000
+    n_refine : int, default=10
+    n_workers : int, default=5
+    partition : {'power_law', 'uniform', 'label'}, default='power_law'
+    random_state : int, RandomState, Generator or None
+
+    Attributes
+    ----------
+    labels_, cluster_centers_ (in the projected space), model_ (KernelPCAModel),
+    kernel_, communication_, n_features_in_
+    """
+
+    def __init__(self, n_clusters=8, *, n_components=None, kernel="rbf", gamma=None,
+                 degree=None, coef0=1.0, n_landmarks=400, n_leverage=None, embedding_dim=50,
+                 row_sketch_dim=250, n_random_features=2000, messages="gram",
+                 coreset_size=1000, n_refine=10, n_workers=5, partition="power_law",
+                 random_state=None):
+        self.n_clusters = n_clusters
+        self.n_components = n_components
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.n_landmarks = n_landmarks
+        self.n_leverage = n_leverage
+        self.embedding_dim = embedding_dim
+        self.row_sketch_dim = row_sketch_dim
+        self.n_random_features = n_random_features
+        self.messages = messages
+        self.coreset_size = coreset_size
+        self.n_refine = n_refine
+        self.n_workers = n_workers
+        self.partition = partition
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        """disKPCA + distributed k-means on ``X`` split over ``n_workers`` workers."""
+        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32])
+        if int(self.n_clusters) != self.n_clusters or self.n_clusters < 1:
+            raise ValueError(f"n_clusters must be a positive integer, got {self.n_clusters!r}.")
+        if self.n_clusters > X.shape[0]:
+            raise ValueError(
+                f"n_clusters={self.n_clusters} exceeds the number of samples {X.shape[0]}.")
+        rng = as_generator(self.random_state)
+        indices, cluster = _split(self, X, y, rng)
+        kernel = None
+        if self.kernel != "rbf" or self.gamma is not None:
+            params = {}
+            if self.degree is not None:
+                params = {"order" if self.kernel == "arccos" else "degree": self.degree}
+            kernel = make_kernel(self.kernel, gamma=self.gamma, coef0=self.coef0,
+                                 n_features=X.shape[1], **params)
+        n_landmarks = min(self.n_landmarks, X.shape[0])
+        result = distributed_spectral_clustering(
+            cluster, self.n_clusters, kernel=kernel, n_components=self.n_components,
+            coreset_size=self.coreset_size, n_refine=self.n_refine, random_state=rng,
+            n_landmarks=n_landmarks, n_leverage=self.n_leverage,
+            embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
+            n_random_features=self.n_random_features, messages=self.messages,
+        )
+        self.labels_ = _in_input_order(indices, result.labels)
+        self.cluster_centers_ = result.centers
+        self.model_ = result.model
+        self.kernel_ = result.model.kernel
+        self.communication_ = cluster.ledger
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    @property
+    def _n_features_out(self):
+        return self.cluster_centers_.shape[1]
+
+    def transform(self, X):
+        """Coordinates of ``X`` on the kernel principal components."""
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", reset=False)
+        return self.model_.transform(X)
+
+    def predict(self, X):
+        """Cluster of each row: nearest centre in the projected space."""
+        return _nearest(self.transform(X), self.cluster_centers_)
