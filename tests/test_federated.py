@@ -139,3 +139,24 @@ def test_bad_data():
         fk_kmeans(LocalCluster([X[:30], X[30:]]), 3)
     with pytest.raises(ValueError, match="exceeds"):
         fk_kmeans(LocalCluster([np.ones((2, 2)), np.zeros((2, 2))]), 5)
+
+
+def test_kernel_kmeans_objective_matches_explicit_features():
+    from kernelscale.kernels import make_kernel
+    from kernelscale.metrics.clustering import kernel_kmeans_objective, nmi
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((90, 3))
+    labels = rng.integers(0, 4, 90)
+    # linear kernel: the feature map is the identity, so the cost is plain k-means cost
+    explicit = sum(((X[labels == c] - X[labels == c].mean(0)) ** 2).sum() for c in range(4))
+    cost = kernel_kmeans_objective(X, labels, make_kernel("linear"), chunk_size=25,
+                                   normalize=False)
+    assert cost == pytest.approx(explicit, rel=1e-10)
+    # RBF: against Tr(K) - Tr(L^1/2 Y^T K Y L^1/2) on the full kernel matrix
+    kernel = make_kernel("rbf", gamma=0.3)
+    K = kernel(X, X)
+    Y = np.eye(4)[labels]
+    reference = np.trace(K) - np.trace(Y.T @ K @ Y / np.bincount(labels)[:, None])
+    assert kernel_kmeans_objective(X, labels, kernel) == pytest.approx(reference / 90)
+    assert nmi(labels, labels) == pytest.approx(1.0)
