@@ -11,3 +11,4 @@ from kernelscale.metrics.lowrank import (  # noqa: F401
     kernel_mean_norm_sq,
 )
 from kernelscale.metrics.subspace import projector_error, sin_theta_distance  # noqa: F401
+from kernelscale.metrics.clustering import kernel_kmeans_objective, nmi  # noqa: F401
