@@ -160,3 +160,18 @@ def test_kernel_kmeans_objective_matches_explicit_features():
     reference = np.trace(K) - np.trace(Y.T @ K @ Y / np.bincount(labels)[:, None])
     assert kernel_kmeans_objective(X, labels, kernel) == pytest.approx(reference / 90)
     assert nmi(labels, labels) == pytest.approx(1.0)
+
+
+def test_without_cem_uploads_n_plus_md_per_lanczos_step():
+    from kernelscale.federated.dspgd_plain import dspgd_without_cem
+
+    X, _ = _blobs(200)
+    cluster, _ = _cluster(X)
+    D = 10
+    result = dspgd_without_cem(cluster, 3, 3, gamma=0.05, n_random_features=D, max_iter=3,
+                               random_state=0)
+    steps = sum(result.lanczos_steps)
+    up = sum(cluster.ledger.round_words(r, direction="worker->master")
+             for r in ("plain: A^T c", "plain: A A^T c"))
+    assert up == steps * (200 + 4 * D)  # Theorem 2 of 003: N + M D per step
+    assert len(result.estimates) == 3 and result.estimates[-1].shape == (200, 3)
