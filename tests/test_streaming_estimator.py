@@ -124,6 +124,14 @@ def test_cli_stream_writes_a_loadable_model(tmp_path, data, capsys):
     direct = StreamingKernelPCA(n_components=3, gamma=0.2, n_random_features=100,
                                 sketch_size=8, random_state=0).fit(data)
     np.testing.assert_allclose(model.transform(data), direct.transform(data), atol=1e-9)
+    # The same rows from a CSV file give the same model.
+    np.savetxt(tmp_path / "data.csv", data, delimiter=",")
+    args = parse(["stream", "--data", str(tmp_path / "data.csv"), "--out", str(out),
+                  "--n-components", "3", "--n-random-features", "100", "--sketch-size", "8",
+                  "--chunk-size", "100", "--gamma", "0.2", "--quiet"])
+    assert args.func(args) == 0
+    np.testing.assert_allclose(load_streaming_model(out).transform(data),
+                               direct.transform(data), atol=1e-9)
 
 
 def test_cli_user_mistakes_exit_2(tmp_path, data, capsys):
