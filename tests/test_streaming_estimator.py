@@ -51,6 +51,9 @@ def test_any_batch_split_gives_the_fit_result(data, method, seed):
     np.testing.assert_allclose(streamed.transform(data), fitted.transform(data),
                                rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(streamed.eigenvalues_, fitted.eigenvalues_, rtol=1e-9)
+    lifted = fitted.sketcher_._lift(data[:50])
+    np.testing.assert_allclose(lifted @ fitted.components_.T, fitted.transform(data[:50]),
+                               atol=1e-10)
 
 
 def test_sparse_input_matches_dense(data):

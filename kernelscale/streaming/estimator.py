@@ -83,6 +83,10 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     ----------
     sketcher_ : StreamingMethod
         The fitted SKPCA, RNCA or StreamingNystrom object.
+    components_ : ndarray of shape (n_components, m or c)
+        Top directions in the lifted space: rows of ``W^T`` (skpca), eigenvectors
+        of ``Z^T Z`` (rnca), or ``V w^-1/2`` of ``K_SS`` (nystrom); zero rows where
+        the sketch holds fewer directions. ``transform(X) = lift(X) @ components_.T``.
     eigenvalues_ : ndarray of shape (n_components,)
         Approximate top eigenvalues of the kernel matrix (0 where the sketch has
         fewer directions).
@@ -183,10 +187,14 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         return self
 
     def _refresh(self) -> None:
-        values, _ = self.sketcher_.eigen()
+        values, basis = self.sketcher_.eigen()
+        k = min(values.size, self.n_components)
         top = np.zeros(self.n_components)
-        top[: min(values.size, self.n_components)] = values[: self.n_components]
+        top[:k] = values[:k]
         self.eigenvalues_ = top
+        components = np.zeros((self.n_components, basis.shape[0]))
+        components[:k] = basis[:, :k].T
+        self.components_ = components
         self.n_samples_seen_ = self.sketcher_.n_samples_seen
         self.gamma_ = self.sketcher_.params()["gamma"]
         self.space_words_ = self.sketcher_.space_words

@@ -222,6 +222,11 @@ class SKPCA(StreamingMethod):
         singular_values, W = self.sketch.right_singular()
         return singular_values**2, W
 
+    @property
+    def W(self) -> np.ndarray:
+        """The answer of Algorithm 1 of 004: right singular vectors of B (m x r, r <= l)."""
+        return self.eigen()[1]
+
     def merge(self, other: SKPCA) -> SKPCA:
         """Fold in a sketch of other points built with the same features; returns self."""
         self._check_mergeable(other)
