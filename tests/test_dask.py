@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -147,6 +148,17 @@ def test_loaders_run_on_the_workers(client, tmp_path):
     with DaskCluster.from_loaders(client, loaders, timeout=TIMEOUT) as remote:
         assert_same_replies(protocol(local), protocol(remote))
         assert remote.ledger == local.ledger
+
+
+def unsendable_reply(state):
+    return {"lock": threading.Lock()}
+
+
+def test_unsendable_reply_fails_at_once(client):
+    with DaskCluster.from_arrays(client, [make_partition(0)], timeout=TIMEOUT) as remote:
+        with pytest.raises(WorkerError, match="Cannot count the words of a lock") as error:
+            remote.broadcast_map(unsendable_reply, round="bad reply")
+    assert (error.value.worker, error.value.round) == (0, "bad reply")
 
 
 def test_loader_error_names_the_partition(client, tmp_path):

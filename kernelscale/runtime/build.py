@@ -110,7 +110,7 @@ def make_cluster(
         raise TypeError("data mixes loaders and arrays; give one kind of partition.")
     if backend == "local":
         if all(loaders):
-            from kernelscale.runtime.dask import load_partition
+            from kernelscale.runtime.dask_actor import load_partition
 
             return LocalCluster([load_partition(item) for item in data])
         return LocalCluster(list(data))

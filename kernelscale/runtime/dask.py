@@ -23,7 +23,6 @@ the failure.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 import uuid
@@ -31,52 +30,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kernelscale.runtime.cluster import Cluster, WorkerError, WorkerState, _reset_state
+from kernelscale.runtime.cluster import Cluster, WorkerError, _reset_state
+from kernelscale.runtime.dask_actor import PartitionActor, load_partition, settle
 from kernelscale.runtime.ledger import DOWN, UP
 from kernelscale.runtime.validation import describe_partition
 
 POLL_SECONDS = 0.25
-
-
-def load_partition(loader) -> Any:
-    """Run a loader: a path (``kernelscale.datasets.load``) or a picklable callable."""
-    if isinstance(loader, (str, os.PathLike)):
-        from kernelscale.datasets import load
-
-        return load(loader)
-    if callable(loader):
-        return loader()
-    raise TypeError(
-        f"A loader must be a file path or a callable returning the partition, "
-        f"got {type(loader).__name__}."
-    )
-
-
-async def _settle(pending: dict, timeout: float) -> dict:
-    """Wait up to ``timeout`` s for the actor calls; ``{worker: (ok, reply or exception)}``."""
-
-    async def one(worker, future):
-        try:
-            return worker, (True, await future)
-        except Exception as exc:
-            return worker, (False, exc)
-
-    tasks = [asyncio.ensure_future(one(w, f)) for w, f in pending.items()]
-    done, not_done = await asyncio.wait(tasks, timeout=timeout)
-    for task in not_done:  # stops waiting only: the call goes on and is awaited again
-        task.cancel()
-    return dict(task.result() for task in done)
-
-
-class PartitionActor:
-    """Holds one worker's :class:`WorkerState` on a Dask worker and runs steps on it."""
-
-    def __init__(self, source_kind: str, source, worker: int):
-        data = load_partition(source) if source_kind == "loader" else source
-        self.state = WorkerState(data, worker)
-
-    def run(self, step: Callable, *args):
-        return step(self.state, *args)
 
 
 class _WorkerGone(Exception):
@@ -329,7 +288,7 @@ class DaskCluster(Cluster):
         pending = dict(futures)
         while pending:
             # One trip to the client's event loop collects every reply that is ready.
-            settled = self.client.sync(_settle, pending, POLL_SECONDS)
+            settled = self.client.sync(settle, pending, POLL_SECONDS)
             for worker, (ok, value) in settled.items():
                 del pending[worker]
                 if ok:
@@ -351,9 +310,17 @@ class DaskCluster(Cluster):
         return replies, errors, lost
 
     def _is_lost(self, worker: int, exc: Exception) -> bool:
-        if "Unable to contact Actor's worker" in str(exc):
-            return True
-        return self.addresses[worker] not in self._live_workers()
+        """Did the call fail because the worker died (rather than the step)?"""
+        address = self.addresses[worker]
+        if "Unable to contact Actor's worker" not in str(exc):
+            return address not in self._live_workers()
+        # A broken connection: lost once the scheduler drops the worker (within seconds).
+        deadline = time.monotonic() + 5.0
+        while address in self._live_workers():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(POLL_SECONDS)
+        return True
 
     def _lost_message(self, worker: int, exc) -> str:
         detail = f" ({type(exc).__name__}: {exc})" if exc is not None else ""
