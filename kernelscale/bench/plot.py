@@ -90,6 +90,9 @@ def plot_results(csv_path, out_dir=None, title: str | None = None) -> list[Path]
         err = np.array([p[1][1] for p in points])
         ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=label[0])
     ax.set_xscale("log")
+    values = [r[measure] for r in rows if r[measure] > 0]
+    if values and max(values) / min(values) > 20:
+        ax.set_yscale("log")
     ax.set_xlabel("communication (words, both directions)")
     ax.set_ylabel(ylabel)
     ax.set_title(f"{title}: error vs communication (s={max_workers})")
