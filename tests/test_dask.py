@@ -27,7 +27,7 @@ from kernelscale.runtime import (  # noqa: E402
     validate_cluster,
     worker_seeds,
 )
-from kernelscale.runtime.build import make_cluster  # noqa: E402
+from kernelscale.runtime.build import dask_client, make_cluster  # noqa: E402
 from kernelscale.runtime.dask import DaskCluster  # noqa: E402
 
 # The steps below live in this test module: ship them to the workers by value.
@@ -195,7 +195,7 @@ def test_worker_killed_mid_fit_raises_worker_error(client, tmp_path):
         assert later.value.worker == 1
 
 
-@pytest.mark.parametrize("source", ["loaders", "arrays"])
+@pytest.mark.parametrize("source", ["loaders", "arrays", "dask array"])
 def test_retry_lost_rebuilds_the_partition(client, tmp_path, source):
     partitions = [make_partition(i) for i in range(3)]
     local = LocalCluster(partitions)
@@ -205,8 +205,12 @@ def test_retry_lost_rebuilds_the_partition(client, tmp_path, source):
     if source == "loaders":
         loaders = [functools.partial(make_partition, i) for i in range(3)]
         remote = DaskCluster.from_loaders(client, loaders, timeout=TIMEOUT, retry_lost=True)
-    else:
+    elif source == "arrays":
         remote = DaskCluster.from_arrays(client, partitions, timeout=TIMEOUT, retry_lost=True)
+    else:  # the chunk's graph is computed again on the new worker
+        da = pytest.importorskip("dask.array")
+        X = da.from_array(np.vstack(partitions), chunks=((6, 7, 8), (4,)))
+        remote = make_cluster(X, "dask", client, timeout=TIMEOUT, retry_lost=True)
     with remote:
         got = protocol(remote, 3, crash=(1, marker))
         assert os.path.exists(marker)  # worker 1 really died once
@@ -252,6 +256,13 @@ def test_make_cluster_from_dask_array(client):
     with remote:
         assert_same_replies(protocol(local), protocol(remote))
         assert remote.ledger == local.ledger
+
+
+def test_dask_client_connects_to_a_scheduler(client):
+    with dask_client(scheduler=client.scheduler.address) as other:
+        assert sorted(other.nthreads()) == sorted(client.nthreads())
+    with pytest.raises(ValueError, match="scheduler address or a positive number"):
+        dask_client()
 
 
 def test_bad_input_is_refused_early(client):

@@ -89,13 +89,12 @@ def make_cluster(
             "(kernelscale.runtime.dask_client builds one)."
         )
     if is_dask_array(data):
-        chunks = _row_chunks(data)
         if backend == "local":
-            return LocalCluster([c.compute(scheduler="sync") for c in chunks])
+            return LocalCluster([c.compute(scheduler="sync") for c in _row_chunks(data)])
         from kernelscale.runtime.dask import DaskCluster
 
-        return DaskCluster.from_delayed(
-            client, chunks, workers=workers, timeout=timeout, retry_lost=retry_lost
+        return DaskCluster.from_dask_array(
+            client, data, workers=workers, timeout=timeout, retry_lost=retry_lost
         )
     if isinstance(data, np.ndarray) or sp.issparse(data) or not isinstance(data, Sequence):
         raise TypeError(

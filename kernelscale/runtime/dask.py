@@ -46,7 +46,7 @@ class _WorkerGone(Exception):
 class _Source:
     """Where a partition comes from, so that it can be placed again after a loss."""
 
-    kind: str  # "array" (held by the client), "loader" or "delayed" (a dask graph)
+    kind: str  # "array" (held by the client), "loader" or "future" (a persisted dask chunk)
     value: Any
 
 
@@ -163,9 +163,29 @@ class DaskCluster(Cluster):
         return cls(client, [_Source("loader", x) for x in loaders], **options)
 
     @classmethod
-    def from_delayed(cls, client, chunks: Sequence, **options) -> DaskCluster:
-        """One partition per ``dask.delayed`` chunk, computed on its worker."""
-        return cls(client, [_Source("delayed", c) for c in chunks], **options)
+    def from_dask_array(cls, client, data, **options) -> DaskCluster:
+        """One partition per row chunk of a dask array, each held where it was computed.
+
+        The array is persisted on the cluster (columns in one chunk) and every
+        actor is placed on the worker that holds its chunk, so no row moves. A
+        chunk lost with its worker is recomputed by Dask from its graph.
+        """
+        if data.ndim != 2:
+            raise ValueError(f"A dask array of data must be 2-D, got {data.ndim}-D.")
+        if len(data.chunks[1]) > 1:
+            data = data.rechunk({1: -1})
+        data = client.persist(data)
+        by_key = {f.key: f for f in client.futures_of(data)}
+        futures = [by_key[row[0]] for row in data.__dask_keys__()]
+        timeout = options.get("timeout", 600.0)
+        client.wait_for_workers(1, timeout=timeout)
+        from distributed import wait
+
+        wait(futures, timeout=timeout)
+        who_has = client.who_has(futures)
+        if options.get("workers") is None:
+            options["workers"] = [sorted(who_has[f.key])[0] for f in futures]
+        return cls(client, [_Source("future", f) for f in futures], **options)
 
     # ---------------------------------------------------------------- placement
     def _live_workers(self) -> dict:
@@ -191,8 +211,8 @@ class DaskCluster(Cluster):
         try:
             if source.kind == "array":
                 (payload,) = self.client.scatter([source.value], workers=[address], hash=False)
-            elif source.kind == "delayed":
-                payload = self.client.compute(source.value, **where)
+            elif source.kind == "future":  # Dask moves (or recomputes) the chunk
+                payload = source.value
             else:
                 payload = source.value
         except (OSError, KeyError) as exc:  # the worker left before the data reached it
@@ -225,7 +245,7 @@ class DaskCluster(Cluster):
                     raise WorkerError(
                         worker, "place partition", f"TimeoutError: not placed in {self.timeout:g} s"
                     ) from None
-        if kind == "array" and hasattr(payload, "release"):
+        if source.kind == "array":
             payload.release()  # the actor holds the data now
         if self._actor_futures[worker] is not None:
             self._actor_futures[worker].release()
