@@ -178,6 +178,8 @@ def test_step_exception_names_worker_and_round(client):
             remote.broadcast_map(fail_on, 1, round="check")
         # the cluster is still usable after a step error
         assert remote.broadcast_map(fail_on, 5, round="check again") == [0, 0, 0]
+    with pytest.raises(RuntimeError, match="closed"):
+        remote.broadcast_map(fail_on, 5, round="after close")
     assert (on_dask.value.worker, on_dask.value.round) == (1, "check")
     assert on_dask.value.cause == in_process.value.cause == "ValueError: bad thing on partition 1"
 

@@ -264,6 +264,8 @@ class DaskCluster(Cluster):
             self._kinds = None
 
     def _run(self, step, per_worker_args, round):
+        if any(actor is None for actor in self._actors):
+            raise RuntimeError("This DaskCluster is closed; build a new one.")
         if step is _reset_state:
             self._history.clear()
         workers = list(range(self.n_workers))
