@@ -144,6 +144,27 @@ def test_estimator_on_dask(client):
     assert local.communication_ == remote.communication_
 
 
+def test_estimator_on_remote_data(client, tmp_path):
+    """Loaders and a dask array: the data stays on the workers, same model and fit words."""
+    horizontal = optional("kernelscale.horizontal")
+    da = pytest.importorskip("dask.array")
+    parts = horizontal_data()
+    paths = []
+    for i, part in enumerate(parts):
+        paths.append(str(tmp_path / f"part{i}.npy"))
+        np.save(paths[-1], part)
+    X = np.vstack(parts)
+    chunks = da.from_array(X, chunks=(tuple(len(p) for p in parts), (5,)))
+    params = dict(kernel="rbf", gamma=0.1, random_state=3, **SMALL)
+    local = horizontal.DistributedKernelPCA(**params).fit(parts)
+    for data in (paths, chunks):
+        remote = horizontal.DistributedKernelPCA(**params, backend="dask", client=client,
+                                                 retry_lost=True).fit(data)
+        np.testing.assert_allclose(local.transform(X), remote.transform(X), rtol=TOL, atol=TOL)
+        assert local.communication_.copy("fit") == remote.communication_.copy("fit")
+        assert remote.n_features_in_ == 5
+
+
 async def exit_process():
     """Run with ``client.run`` on a worker: end its process at once."""
     os._exit(1)
