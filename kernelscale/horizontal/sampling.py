@@ -79,7 +79,7 @@ def embed_step(state: WorkerState, message):
     sketch = make_sketch("gaussian", fmap.n_components, t, sketch_seed)
     chunk = config["chunk_size"]
     dtype = np.dtype(config.get("embedding_dtype", "float64"))
-    state.embedding = np.empty((X.shape[0], t))
+    state.embedding = np.empty((X.shape[0], t), dtype=dtype)
     for start in range(0, X.shape[0], chunk):
         block = fmap.transform(_rows(X, start, start + chunk), chunk_size=chunk, dtype=dtype)
         state.embedding[start : start + chunk] = sketch.right(block)
@@ -100,7 +100,11 @@ def row_sketch(M: np.ndarray, n_out: int, seed: int, chunk: int) -> np.ndarray:
 # Step 2: disLS, line 3 of Algorithm 1 of 001: l_j = ||(Z^T)^-1 E^i_{:j}||^2
 def leverage_scores_step(state: WorkerState, whitener: np.ndarray):
     """Keep the generalised leverage scores of the embedded rows; reply (sum, #positive)."""
-    state.scores = np.einsum("ij,ij->i", state.embedding @ whitener, state.embedding @ whitener)
+    E, chunk = state.embedding, state.config["chunk_size"]
+    state.scores = np.empty(E.shape[0])
+    for start in range(0, E.shape[0], chunk):  # no n_i x t temporaries
+        projected = E[start : start + chunk] @ whitener.astype(E.dtype, copy=False)
+        state.scores[start : start + chunk] = np.einsum("ij,ij->i", projected, projected)
     return np.array([state.scores.sum(), np.count_nonzero(state.scores > 0)])
 
 
