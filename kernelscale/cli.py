@@ -2,7 +2,9 @@
 
 ``kernelscale demo`` runs disKPCA and each baseline on scikit-learn's bundled
 digits over simulated power-law workers; ``fit`` and ``transform`` work on
-files (.npy, .csv, LIBSVM). User mistakes print one line and exit with code 2.
+files (.npy, .csv, LIBSVM); ``stream`` (streaming kernel PCA), ``vertical``
+(feature-split kernel PCA) and ``bench`` (the benchmark experiments) come from
+their packages. User mistakes print one line and exit with code 2.
 """
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-SUBCOMMAND_MODULES: list[str] = []
+SUBCOMMAND_MODULES: list[str] = [
+    "kernelscale.streaming.cli",
+    "kernelscale.vertical.cli",
+    "kernelscale.bench.cli",
+]
 
 DEMO_METHODS = (
     ("diskpca", "gram"),
@@ -173,7 +179,8 @@ def run_transform(args) -> int:
 
     model = load_model(args.model)
     X = _load(args.data)
-    n_in = getattr(model, "n_features_in", None) or getattr(model, "landmarks", X).shape[1]
+    n_in = (getattr(model, "n_features_in", None) or getattr(model, "n_features_in_", None)
+            or getattr(model, "landmarks", X).shape[1])
     if X.shape[1] != n_in:
         raise UsageError(f"{args.data} has {X.shape[1]} features; the model expects {n_in}.")
     Z = model.transform(X)

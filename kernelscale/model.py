@@ -205,7 +205,12 @@ def save_model(model, path) -> None:
 
 
 def load_model(path):
-    """Load a model written by :func:`save_model`; never unpickles anything."""
+    """Load a model written by :func:`save_model`; never unpickles anything.
+
+    A file written by :func:`kernelscale.streaming.save_streaming_model` is read
+    too and comes back as a fitted :class:`~kernelscale.StreamingKernelPCA`, so
+    everything ``load_model`` returns has ``transform``.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"No model file at {path}.")
@@ -214,6 +219,11 @@ def load_model(path):
             arrays = {k: npz[k] for k in npz.files}
     except (ValueError, OSError) as exc:
         raise ValueError(f"{path} is not a kernelscale model file (.npz): {exc}") from exc
+    if "__header__" not in arrays and "params" in arrays:
+        # A streaming model (kernelscale.streaming.save_streaming_model): an estimator.
+        from kernelscale.streaming import load_streaming_model
+
+        return load_streaming_model(path)
     if "__header__" not in arrays:
         raise ValueError(f"{path} has no kernelscale header; was it written by save_model?")
     try:

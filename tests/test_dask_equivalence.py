@@ -274,3 +274,30 @@ def test_streaming_merge(client, method):
     run_both(client, horizontal_data(), streaming.streaming_kpca_distributed, method=method,
              gamma=0.1, n_random_features=40, sketch_size=8, n_landmarks=12, chunk_size=16,
              random_state=10)
+
+
+# --------------------------------------------------------------- the other estimators
+def test_clustering_and_vertical_estimators_on_dask(client):
+    """backend='dask' on every later estimator: same labels/embedding, same ledger."""
+    from kernelscale import DistributedSpectralClustering, FederatedKernelKMeans, VerticalKernelPCA
+
+    X = np.vstack(horizontal_data())
+    cases = [
+        (FederatedKernelKMeans, dict(n_clusters=3, n_random_features=20, max_iter=3,
+                                     coreset_size=40, n_workers=3, random_state=5), X),
+        (DistributedSpectralClustering, dict(n_clusters=3, gamma=0.1, coreset_size=40,
+                                             n_workers=3, random_state=9, n_landmarks=25,
+                                             n_random_features=80, embedding_dim=8,
+                                             row_sketch_dim=16), X),
+        (VerticalKernelPCA, dict(n_components=3, n_local_components=5, gamma=0.2,
+                                 feature_blocks=3), np.hstack(vertical_data())),
+    ]
+    for estimator, params, data in cases:
+        local = estimator(**params).fit(data)
+        remote = estimator(**params, backend="dask", client=client).fit(data)
+        where = estimator.__name__
+        np.testing.assert_allclose(local.transform(data[:20]), remote.transform(data[:20]),
+                                   rtol=TOL, atol=TOL, err_msg=where)
+        if hasattr(local, "labels_"):
+            np.testing.assert_array_equal(local.labels_, remote.labels_, err_msg=where)
+        assert local.communication_ == remote.communication_, where

@@ -16,7 +16,7 @@ from kernelscale.federated.fkkmeans import fk_kmeans
 from kernelscale.kernels import make_kernel
 from kernelscale.linalg import as_generator
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import LocalCluster
+from kernelscale.runtime import BACKENDS, make_cluster
 
 
 def _split(estimator, X, y, rng):
@@ -25,9 +25,11 @@ def _split(estimator, X, y, rng):
             f"n_samples={X.shape[0]} is smaller than n_workers={estimator.n_workers}: "
             "every client needs at least one point."
         )
+    if estimator.backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {estimator.backend!r}.")
     indices = make_partition(X.shape[0], estimator.n_workers, estimator.partition,
                              labels=y, random_state=rng)
-    return indices, LocalCluster(split(X, indices))
+    return indices, make_cluster(split(X, indices), estimator.backend, estimator.client)
 
 
 def _in_input_order(indices, labels):
@@ -72,6 +74,10 @@ class FederatedKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     dropout : float, default=0.0
         Fraction of clients that do not answer a round.
     chunk_size : int, default=4096
+    backend : {'local', 'dask'}, default='local'
+        Run the clients in-process, or each in a Dask actor (same result, same words).
+    client : distributed.Client, optional
+        The Dask client for ``backend='dask'``.
     random_state : int, RandomState, Generator or None
 
     Attributes
@@ -105,7 +111,8 @@ class FederatedKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     def __init__(self, n_clusters=8, *, n_eigenvectors=None, n_random_features=50, max_iter=20,
                  coreset_size=1000, n_refine=10, gamma=None, n_workers=5, partition="uniform",
-                 dropout=0.0, chunk_size=4096, random_state=None):
+                 dropout=0.0, chunk_size=4096, backend="local", client=None,
+                 random_state=None):
         self.n_clusters = n_clusters
         self.n_eigenvectors = n_eigenvectors
         self.n_random_features = n_random_features
@@ -117,6 +124,8 @@ class FederatedKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         self.partition = partition
         self.dropout = dropout
         self.chunk_size = chunk_size
+        self.backend = backend
+        self.client = client
         self.random_state = random_state
 
     def fit(self, X, y=None):
@@ -124,12 +133,15 @@ class FederatedKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32])
         rng = as_generator(self.random_state)
         indices, cluster = _split(self, X, y, rng)
-        result = fk_kmeans(
-            cluster, self.n_clusters, n_eigenvectors=self.n_eigenvectors,
-            n_random_features=self.n_random_features, max_iter=self.max_iter,
-            coreset_size=self.coreset_size, n_refine=self.n_refine, gamma=self.gamma,
-            dropout=self.dropout, chunk_size=self.chunk_size, random_state=rng,
-        )
+        try:
+            result = fk_kmeans(
+                cluster, self.n_clusters, n_eigenvectors=self.n_eigenvectors,
+                n_random_features=self.n_random_features, max_iter=self.max_iter,
+                coreset_size=self.coreset_size, n_refine=self.n_refine, gamma=self.gamma,
+                dropout=self.dropout, chunk_size=self.chunk_size, random_state=rng,
+            )
+        finally:
+            cluster.close()
         self.labels_ = _in_input_order(indices, result.labels)
         self.model_ = result.model
         self.cluster_centers_ = result.model.centers
@@ -182,6 +194,9 @@ class DistributedSpectralClustering(ClassNamePrefixFeaturesOutMixin, Transformer
     n_refine : int, default=10
     n_workers : int, default=5
     partition : {'power_law', 'uniform', 'label'}, default='power_law'
+    backend : {'local', 'dask'}, default='local'
+    client : distributed.Client, optional
+        The Dask client for ``backend='dask'``.
     random_state : int, RandomState, Generator or None
 
     Attributes
@@ -194,7 +209,7 @@ class DistributedSpectralClustering(ClassNamePrefixFeaturesOutMixin, Transformer
                  degree=None, coef0=1.0, n_landmarks=400, n_leverage=None, embedding_dim=50,
                  row_sketch_dim=250, n_random_features=2000, messages="gram",
                  coreset_size=1000, n_refine=10, n_workers=5, partition="power_law",
-                 random_state=None):
+                 backend="local", client=None, random_state=None):
         self.n_clusters = n_clusters
         self.n_components = n_components
         self.kernel = kernel
@@ -211,6 +226,8 @@ class DistributedSpectralClustering(ClassNamePrefixFeaturesOutMixin, Transformer
         self.n_refine = n_refine
         self.n_workers = n_workers
         self.partition = partition
+        self.backend = backend
+        self.client = client
         self.random_state = random_state
 
     def fit(self, X, y=None):
@@ -231,13 +248,16 @@ class DistributedSpectralClustering(ClassNamePrefixFeaturesOutMixin, Transformer
             kernel = make_kernel(self.kernel, gamma=self.gamma, coef0=self.coef0,
                                  n_features=X.shape[1], **params)
         n_landmarks = min(self.n_landmarks, X.shape[0])
-        result = distributed_spectral_clustering(
-            cluster, self.n_clusters, kernel=kernel, n_components=self.n_components,
-            coreset_size=self.coreset_size, n_refine=self.n_refine, random_state=rng,
-            n_landmarks=n_landmarks, n_leverage=self.n_leverage,
-            embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
-            n_random_features=self.n_random_features, messages=self.messages,
-        )
+        try:
+            result = distributed_spectral_clustering(
+                cluster, self.n_clusters, kernel=kernel, n_components=self.n_components,
+                coreset_size=self.coreset_size, n_refine=self.n_refine, random_state=rng,
+                n_landmarks=n_landmarks, n_leverage=self.n_leverage,
+                embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
+                n_random_features=self.n_random_features, messages=self.messages,
+            )
+        finally:
+            cluster.close()
         self.labels_ = _in_input_order(indices, result.labels)
         self.cluster_centers_ = result.centers
         self.model_ = result.model

@@ -1,5 +1,6 @@
 """Metrics: low-rank approximation error, subspace distances, kernel errors, clustering."""
 
+from kernelscale.metrics.clustering import kernel_kmeans_objective, nmi  # noqa: F401
 from kernelscale.metrics.kernel_error import (  # noqa: F401
     kernel_frobenius_error,
     kernel_spectral_error,
@@ -11,4 +12,3 @@ from kernelscale.metrics.lowrank import (  # noqa: F401
     kernel_mean_norm_sq,
 )
 from kernelscale.metrics.subspace import projector_error, sin_theta_distance  # noqa: F401
-from kernelscale.metrics.clustering import kernel_kmeans_objective, nmi  # noqa: F401

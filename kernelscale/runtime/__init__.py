@@ -1,5 +1,6 @@
 """The protocol runtime: clusters of workers and the ledger that counts their messages."""
 
+from kernelscale.runtime.build import BACKENDS, dask_client, make_cluster
 from kernelscale.runtime.cluster import (
     Cluster,
     LocalCluster,
@@ -8,10 +9,15 @@ from kernelscale.runtime.cluster import (
     shared_seed,
     worker_seeds,
 )
+from kernelscale.runtime.dask import DaskCluster
 from kernelscale.runtime.ledger import DOWN, KINDS, UP, Ledger, Message, Tagged, count_words
 from kernelscale.runtime.validation import PartitionInfo, as_float_matrix, validate_cluster
 
 __all__ = [
+    "BACKENDS",
+    "DaskCluster",
+    "dask_client",
+    "make_cluster",
     "DOWN",
     "KINDS",
     "UP",

@@ -8,7 +8,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, make_kernel
 from kernelscale.partition import feature_block_partition
-from kernelscale.runtime import Ledger, LocalCluster
+from kernelscale.runtime import BACKENDS, Ledger, make_cluster
 from kernelscale.vertical.oneshot import VERTICAL_KERNELS, one_shot_kpca
 from kernelscale.vertical.projection import vertical_transform
 
@@ -55,6 +55,10 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         ``X`` has a single feature). Ignored when ``fit`` gets the blocks.
     chunk_size : int, default=4096
         Rows per block of kernel evaluation and per projection round.
+    backend : {'local', 'dask'}, default='local'
+        Run the parties in-process, or each in a Dask actor (same result, same words).
+    client : distributed.Client, optional
+        The Dask client for ``backend='dask'``.
     random_state : int, Generator or None, default=None
         Unused by the one-shot algorithm (it is deterministic); kept for the API.
 
@@ -101,6 +105,8 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         center=True,
         feature_blocks=None,
         chunk_size=DEFAULT_CHUNK_SIZE,
+        backend="local",
+        client=None,
         random_state=None,
     ):
         self.n_components = n_components
@@ -112,6 +118,8 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.center = center
         self.feature_blocks = feature_blocks
         self.chunk_size = chunk_size
+        self.backend = backend
+        self.client = client
         self.random_state = random_state
 
     def fit(self, X, y=None):
@@ -151,16 +159,19 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             coef0=self.coef0,
             n_features=self.n_features_in_,
         )
-        cluster = LocalCluster(blocks)
-        self.model_ = one_shot_kpca(
-            cluster,
-            kernel,
-            int(self.n_components),
-            n_local_components=self.n_local_components,
-            center=bool(self.center),
-            chunk_size=int(self.chunk_size),
-        )
-        self.X_fit_blocks_ = [state.data for state in cluster.states]
+        cluster = self._make_cluster(blocks)
+        try:
+            self.model_ = one_shot_kpca(
+                cluster,
+                kernel,
+                int(self.n_components),
+                n_local_components=self.n_local_components,
+                center=bool(self.center),
+                chunk_size=int(self.chunk_size),
+            )
+        finally:
+            cluster.close()
+        self.X_fit_blocks_ = blocks
         self.communication_ = cluster.ledger
         self.eigenvalues_ = self.model_.eigenvalues
         self.eigenvectors_ = self.model_.eigenvectors
@@ -185,9 +196,17 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             np.vstack([train, new.astype(train.dtype, copy=False)])
             for train, new in zip(self.X_fit_blocks_, new_blocks, strict=True)
         ]
-        cluster = LocalCluster(parties)
-        Z = vertical_transform(cluster, self.model_, chunk_size=int(self.chunk_size))
+        cluster = self._make_cluster(parties)
+        try:
+            Z = vertical_transform(cluster, self.model_, chunk_size=int(self.chunk_size))
+        finally:
+            cluster.close()
         return Z, cluster.ledger
+
+    def _make_cluster(self, blocks):
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}.")
+        return make_cluster(blocks, self.backend, self.client)
 
     def transform(self, X):
         """Coordinates of new samples on the fitted components (distributed eq. (9)/(10))."""
