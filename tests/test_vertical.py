@@ -1,5 +1,7 @@
 """One-shot vertical kernel PCA (paper 002): exactness, Lemma 2, projection, ledger, DPCA."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.linalg as sla
@@ -138,8 +140,15 @@ def test_lemma_2_fused_kernel_error_bound(name, factor, seed, J, D):
     X = data(seed, n=50, d=18)
     T = X.shape[0]
     blocks = parties(X, J)
+    # Lemma 2 is about the uncentred K_hat, which centring does not change; center=False
+    # keeps D <= n_components from warning (that warning is about the centred eigenvectors)
     model = one_shot_kpca(
-        LocalCluster(blocks), make_kernel(name, **KERNELS[name]), 2, D, keep_fused_kernel=True
+        LocalCluster(blocks),
+        make_kernel(name, **KERNELS[name]),
+        2,
+        D,
+        center=False,
+        keep_fused_kernel=True,
     )
     error = np.linalg.norm(exact_kernel(X, name) - model.fused_kernel)
     lam = max(local_eigenvalue(b, name, D) for b in blocks)  # lambda_{D+1}, 0-based index D
@@ -170,7 +179,7 @@ def test_subspace_error_within_davis_kahan(seed):
 # ----------------------------------------------------------------------------- ledger
 
 
-@pytest.mark.parametrize("blocks, D", [(3, 4), ([2, 3, 7], 5), (1, 2)])
+@pytest.mark.parametrize("blocks, D", [(3, 4), ([2, 3, 7], 5), (1, 3)])
 def test_uploads_are_exactly_the_eigenpairs_and_no_raw_points(blocks, D):
     X = data(1)
     n, cluster = X.shape[0], LocalCluster(parties(X, blocks))
@@ -265,6 +274,37 @@ def test_bad_input_is_rejected_early():
         vertical_transform(LocalCluster(parties(np.vstack([X, X]), 3)), model)
 
 
+@pytest.mark.parametrize("name", ["rbf", "laplacian"])
+@pytest.mark.parametrize("D", [1, 3])
+def test_centred_fit_warns_when_d_does_not_exceed_n_components(name, D):
+    X = data(0)
+    kernel = make_kernel(name, **KERNELS[name])
+    with pytest.warns(UserWarning, match="n_local_components > n_components"):
+        one_shot_kpca(LocalCluster(parties(X, 3)), kernel, 3, D)
+
+
+@pytest.mark.parametrize(
+    "name, k, D, center",
+    [
+        ("rbf", 3, 4, True),  # D = k + 1
+        ("rbf", 3, None, True),  # the default D = k + 1
+        ("laplacian", 3, 4, True),
+        ("rbf", 3, 3, False),  # no centring: nothing is removed
+        ("linear", 3, 3, True),  # linear local kernels have no constant direction
+        ("poly", 3, 3, True),
+        ("rbf", 60, None, True),  # k = n: the default D = n is exact
+        ("rbf", 3, 60, True),
+    ],
+)
+def test_no_warning_when_d_is_large_enough_or_irrelevant(name, k, D, center):
+    X = data(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        one_shot_kpca(
+            LocalCluster(parties(X, 3)), make_kernel(name, **KERNELS[name]), k, D, center=center
+        )
+
+
 # ----------------------------------------------------------------------------- DPCA baseline
 
 
@@ -284,6 +324,28 @@ def test_ring_neighbourhoods():
     assert all(len(h) == 6 for h in ring_neighbourhoods(6, 10))
     with pytest.raises(ValueError, match="odd"):
         ring_neighbourhoods(6, 4)
+
+
+def test_even_neighbourhood_size_needs_at_most_that_many_parties():
+    # DPCA10 of paper 002: size 10 is full connection for J <= 10, invalid beyond
+    assert all(len(h) == 10 for h in ring_neighbourhoods(10, 10))
+    assert all(len(h) == 11 for h in ring_neighbourhoods(11, 11))
+    assert all(len(h) == 11 for h in ring_neighbourhoods(20, 11))
+    for J in (11, 20):
+        with pytest.raises(ValueError, match=f"at most 10 parties.*got {J} parties"):
+            ring_neighbourhoods(J, 10)
+    X = paper_data(0)
+    with pytest.raises(ValueError, match="at most 10 parties"):
+        dpca(LocalCluster(parties(X, 20)), 1, 10)
+
+
+@pytest.mark.parametrize("J", [6, 10])
+def test_dpca10_on_at_most_ten_parties(J):
+    X = paper_data(0)
+    truth = np.linalg.svd(X, full_matrices=False)[2][:1].T
+    result = dpca(LocalCluster(parties(X, J)), 1, 10, n_outer=6, reference=truth, random_state=0)
+    assert all(list(h) == list(range(J)) for h in result.neighbourhoods)
+    assert result.error_history[-1] < 1e-4
 
 
 @pytest.mark.parametrize("seed", SEEDS[:3])

@@ -64,7 +64,11 @@ def ring_neighbourhoods(n_parties: int, size: int) -> list[np.ndarray]:
     """Each party with its ``(size - 1) / 2`` nearest parties on each side of a ring.
 
     ``size >= n_parties`` connects everyone; otherwise ``size`` must be odd so that
-    the neighbour relation is symmetric (as ADMM consensus needs).
+    the neighbour relation is symmetric (as ADMM consensus needs). An even size such
+    as the paper's 10 (DPCA10) is therefore valid only for ``n_parties <= size``,
+    where it means full connection (paper 002 uses J = 10 parties, so DPCA10 is
+    fully connected there); ``ring_neighbourhoods(20, 10)`` raises ``ValueError``.
+    Use an odd size (9 or 11) or explicit neighbourhoods for more parties.
     """
     if int(size) != size or size < 1:
         raise ValueError(f"The neighbourhood size must be a positive integer, got {size!r}.")
@@ -72,8 +76,11 @@ def ring_neighbourhoods(n_parties: int, size: int) -> list[np.ndarray]:
         return [np.arange(n_parties) for _ in range(n_parties)]
     if size % 2 == 0:
         raise ValueError(
-            f"A ring neighbourhood of {size} parties out of {n_parties} is not symmetric; "
-            "use an odd size (the party and (size - 1) / 2 on each side) or size >= n_parties."
+            f"An even ring neighbourhood size ({size}) works only with at most {size} "
+            f"parties (then every party is a neighbour of every other), got {n_parties} "
+            "parties: on a ring of more parties it is not symmetric. Use an odd size "
+            f"(the party and (size - 1) / 2 on each side, e.g. {size - 1} or {size + 1}), "
+            "or pass explicit symmetric neighbourhoods."
         )
     half = (size - 1) // 2
     return [
@@ -161,8 +168,11 @@ def dpca(
     n_components : int
         Dimension ``k`` of the principal subspace.
     neighbourhood_size : int, optional
-        Ring neighbourhoods of this size, the party included (3, 5, 10 in the paper).
-        Default: every party is a neighbour of every other.
+        Ring neighbourhoods of this size, the party included (3, 5, 10 in the paper,
+        with J = 10 parties). A size ``>= J`` connects every party to every other; a
+        smaller size must be odd (symmetric ring), so an even size such as 10 needs
+        ``J <= 10`` and raises ``ValueError`` for more parties (see
+        :func:`ring_neighbourhoods`). Default: every party is a neighbour of every other.
     neighbourhoods : list of index arrays, optional
         Explicit (symmetric) neighbourhoods instead of a ring.
     penalty : float

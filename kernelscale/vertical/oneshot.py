@@ -37,6 +37,7 @@ of 002 falls with the local eigenvalue ``lambda_{D+1}``).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -268,6 +269,9 @@ def one_shot_kpca(
         ``D``, the eigenpairs each party sends (``D (n + 1)`` words). Defaults to
         ``n_components + 1`` when centring (centring removes the near-constant
         leading direction of the fused kernel) and ``n_components`` otherwise.
+        With ``center=True`` and an ``rbf`` or ``laplacian`` kernel, a ``D <=
+        n_components`` (below ``n_samples``) raises a ``UserWarning``: take
+        ``D > n_components``.
     center : bool
         Centre the fused kernel (``H K_hat H``) before its eigen-decomposition.
     chunk_size : int
@@ -291,6 +295,22 @@ def one_shot_kpca(
         raise ValueError(
             f"n_local_components must be an integer in [1, n_samples={n}], "
             f"got {n_local_components!r}."
+        )
+    if (
+        center
+        and kernel.name in ("rbf", "laplacian")
+        and n_components >= n_local_components
+        and n_local_components < n
+    ):
+        warnings.warn(
+            f"n_local_components={int(n_local_components)} <= n_components="
+            f"{int(n_components)} with center=True and the {kernel.name} kernel: each "
+            "party's uncentred local kernel has a leading, nearly constant eigenvector, "
+            "which centring removes after fusion, so fewer than n_components useful "
+            "directions reach the centre and the estimate is poor. Use n_local_components "
+            "> n_components (the default is n_components + 1; larger is more accurate).",
+            UserWarning,
+            stacklevel=2,
         )
     if kernel.name == "laplacian" and info.is_sparse:
         raise ValueError("The laplacian kernel needs dense blocks; convert with .toarray().")
