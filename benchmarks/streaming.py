@@ -43,7 +43,12 @@ from threadpoolctl import threadpool_limits
 
 from kernelscale.datasets import iter_gaussian_mixture, load_digits_standardized, make_random_noisy
 from kernelscale.kernels import make_kernel, median_heuristic
-from kernelscale.metrics.kernel_error import kernel_frobenius_error, kernel_spectral_error
+from kernelscale.metrics import (
+    kernel_frobenius_error,
+    kernel_spectral_error,
+    test_time_per_point,
+    train_time,
+)
 from kernelscale.streaming import RNCA, SKPCA, StreamingNystrom
 
 OUT = Path(__file__).parent / "results" / "streaming"
@@ -59,19 +64,17 @@ def build(method, d, size, l, gamma, seed):
     return StreamingNystrom(d, size, gamma=gamma, seed=seed)
 
 
-def train(model, X):
-    start = time.perf_counter()
-    for s in range(0, X.shape[0], BATCH):
-        model.partial_fit(X[s : s + BATCH])
-    model.eigen()
-    return time.perf_counter() - start
+def train(method, d, size, l, gamma, seed, X):
+    """Train time (partial_fit in batches of BATCH, then the final decomposition) and model."""
+    timing = train_time(lambda: build(method, d, size, l, gamma, seed), X, BATCH)
+    return timing.seconds, timing.estimator
 
 
 def test_time(model, X_test):
-    start = time.perf_counter()
-    for x in X_test[:200]:  # one point at a time, as a test-time query
-        model.transform(x[None, :], min(K_TEST, model.eigen()[1].shape[1]))
-    return (time.perf_counter() - start) / min(200, len(X_test))
+    """Seconds per point, one point at a time as a test-time query (200 points)."""
+    k = min(K_TEST, model.eigen()[1].shape[1])
+    return test_time_per_point(model, X_test, max_points=200,
+                               transform_kwargs={"n_components": k})
 
 
 def configs(sizes, ls):
@@ -91,8 +94,7 @@ def sweep(name, X_train, X_test, sizes, ls, n_eval, seed=0):
     X_eval = X_train[np.random.default_rng(seed).choice(len(X_train), n_eval, replace=False)]
     rows = []
     for method, size, l in configs(sizes, ls):
-        model = build(method, X_train.shape[1], size, l, gamma, seed)
-        train_s = train(model, X_train)
+        train_s, model = train(method, X_train.shape[1], size, l, gamma, seed, X_train)
         Y = model.features(X_eval)
         rows.append({
             "dataset": name, "method": method, "sample_size": size, "sketch_size": l or "",
@@ -116,8 +118,7 @@ def scaling(ns, sizes, seed=0):
             X = np.concatenate(list(iter_gaussian_mixture(n, 28, random_state=seed)))
             gamma = 1.0 / (2 * median_heuristic(X, scale=1.0, random_state=seed) ** 2)
             for method, l in [("skpca", 10), ("skpca", 20), ("rnca", None), ("nystrom", None)]:
-                model = build(method, 28, size, l, gamma, seed)
-                t = train(model, X)
+                t, model = train(method, 28, size, l, gamma, seed, X)
                 rows.append({"method": method, "sketch_size": l or "", "sample_size": size,
                              "n": n, "train_s": t, "test_s_per_point": test_time(model, X)})
                 print(f"  scaling m={size} n={n} {method} l={l}: {t:.2f}s", flush=True)

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from threadpoolctl import threadpool_limits
 
 from kernelscale.kernels import make_kernel
+from kernelscale.metrics import TrainTiming, test_time_per_point, train_time
 from kernelscale.metrics.kernel_error import (
     kernel_frobenius_error,
     kernel_spectral_error,
@@ -111,6 +112,17 @@ def test_fd_merge_keeps_the_bound_for_the_union(n, m, sketch_size, n_parts, shri
     for bound in fd_bounds(A, index):
         assert err <= bound + tol
     assert err <= merged.shrinkage + tol
+
+
+@pytest.mark.parametrize("sketch_size", [5, 6, 7, 9])
+def test_fd_modified_shrink_uses_floor_of_half_for_odd_l(sketch_size):
+    # The paper's shrink subtracts the (l//2)-th squared singular value (l//2 rounds
+    # down for odd l), so each shrink keeps at most l//2 - 1 directions.
+    A = decaying_matrix(sketch_size, 12, seed=sketch_size)  # exactly one shrink
+    fd = FrequentDirections(sketch_size, 12, "modified").update(A)
+    assert fd.filled_rows.shape[0] == sketch_size // 2 - 1
+    lam = np.sort(np.linalg.svd(A, compute_uv=False) ** 2)[::-1]
+    assert fd.shrinkage == pytest.approx(lam[sketch_size // 2 - 1], rel=1e-10)
 
 
 def test_fd_sketch_size_does_not_grow_with_rows():
@@ -339,3 +351,79 @@ def test_distributed_baselines(small_data, method):
         assert all(tuple(r) in rows for r in merged.landmarks)
     with pytest.raises(ValueError, match="Unknown method"):
         streaming_kpca_distributed(cluster, method="exact")
+
+
+# ----------------------------------------------------------------- timing metrics
+class CountingModel:
+    """Wraps a streaming method and counts the calls the timers make."""
+
+    def __init__(self, model):
+        self.model, self.fed, self.eigen_calls, self.queries = model, [], 0, 0
+
+    def partial_fit(self, X):
+        self.fed.append(X.shape[0])
+        self.model.partial_fit(X)
+        return self
+
+    def eigen(self):
+        self.eigen_calls += 1
+        return self.model.eigen()
+
+    def transform(self, X, n_components):
+        self.queries += 1
+        return self.model.transform(X, n_components)
+
+
+def test_train_time_feeds_every_batch_and_finalizes(small_data):
+    made = []
+
+    def factory():
+        made.append(CountingModel(SKPCA(small_data.shape[1], 60, 8, gamma=0.1)))
+        return made[-1]
+
+    timing = train_time(factory, small_data, batch_size=64, n_repeat=2)
+    assert isinstance(timing, TrainTiming)
+    assert len(made) == 2 and timing.estimator is made[-1]  # a fresh model per repeat
+    n = len(small_data)
+    assert timing.n_samples == n and timing.n_batches == -(-n // 64)
+    for model in made:
+        assert sum(model.fed) == n and max(model.fed) == 64 and len(model.fed) == timing.n_batches
+        assert model.eigen_calls == 1  # the final decomposition is part of the train time
+    assert timing.estimator.model.n_samples_seen == n
+    assert timing.seconds > 0 and timing.points_per_second > 0
+    unfinished = train_time(factory, small_data, 100, finalize=None)
+    assert unfinished.estimator.eigen_calls == 0
+
+
+def test_train_time_finalizes_a_lazy_estimator(small_data):
+    from kernelscale.streaming import StreamingKernelPCA
+
+    timing = train_time(lambda: StreamingKernelPCA(n_random_features=40, random_state=0),
+                        small_data, 50)
+    # components_ was read inside the timed region, so the sketcher holds the decomposition.
+    assert timing.estimator.sketcher_._eigen is not None
+    assert timing.estimator.n_samples_seen_ == len(small_data)
+
+
+def test_test_time_per_point_queries_one_point_at_a_time(small_data):
+    model = CountingModel(RNCA(small_data.shape[1], 50, gamma=0.1).partial_fit(small_data))
+    seconds = test_time_per_point(model, small_data, max_points=30, n_repeat=2,
+                                  transform_kwargs={"n_components": 3})
+    assert isinstance(seconds, float) and seconds > 0
+    assert model.queries == 1 + 2 * 30  # warm-up, then 30 single-point queries per repeat
+    few = CountingModel(model.model)
+    test_time_per_point(few, small_data[:5], max_points=200, warmup=False,
+                        transform_kwargs={"n_components": 3})
+    assert few.queries == 5
+
+
+def test_timing_rejects_bad_arguments(small_data):
+    make = lambda: SKPCA(small_data.shape[1], 20, 4)  # noqa: E731
+    with pytest.raises(ValueError, match="batch_size"):
+        train_time(make, small_data, batch_size=0)
+    with pytest.raises(ValueError, match="no rows"):
+        train_time(make, small_data[:0])
+    with pytest.raises(ValueError, match="max_points"):
+        test_time_per_point(make().partial_fit(small_data), small_data, max_points=0)
+    with pytest.raises(ValueError, match="2-D"):
+        test_time_per_point(make(), small_data[0])

@@ -2,16 +2,22 @@
 
 import argparse
 import json
+import warnings
 import zipfile
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.datasets import dump_svmlight_file
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
+from kernelscale import cli
 from kernelscale.streaming import StreamingKernelPCA, load_streaming_model, save_streaming_model
 from kernelscale.streaming.cli import add_subcommand
+from kernelscale.streaming.estimator import METHODS
 
 
 @pytest.fixture(autouse=True)
@@ -56,6 +62,95 @@ def test_any_batch_split_gives_the_fit_result(data, method, seed):
                                atol=1e-10)
 
 
+@pytest.fixture
+def count_decompositions(monkeypatch):
+    """Counts the decompositions (SVD of the sketch, eigh of m x m or c x c) by method."""
+    calls = {name: 0 for name in METHODS}
+    for name, cls in METHODS.items():
+        def counted(self, _original=cls._decompose, _name=name):
+            calls[_name] += 1
+            return _original(self)
+        monkeypatch.setattr(cls, "_decompose", counted)
+    return calls
+
+
+@pytest.mark.parametrize("method", ["skpca", "rnca", "nystrom"])
+def test_partial_fit_defers_the_decomposition(data, method, count_decompositions):
+    est = StreamingKernelPCA(n_components=3, method=method, n_random_features=100,
+                             sketch_size=10, random_state=0)
+    assert not hasattr(est, "components_") and not hasattr(est, "eigenvalues_")
+    for block in np.array_split(data, 10):
+        est.partial_fit(block)
+    # Ten batches and no decomposition yet: partial_fit only feeds the sketch.
+    assert count_decompositions[method] == 0
+    check_is_fitted(est)
+    assert est.n_samples_seen_ == len(data) and est.space_words_ > 0 and est.gamma_ > 0
+    scores = est.transform(data[:20])
+    assert count_decompositions[method] == 1
+    values, components = est.eigenvalues_, est.components_
+    est.transform(data[20:40])
+    assert count_decompositions[method] == 1  # cached until the next partial_fit
+    np.testing.assert_allclose(est.sketcher_._lift(data[:20]) @ components.T, scores,
+                               atol=1e-10)
+    est.partial_fit(data[:5])
+    assert count_decompositions[method] == 1
+    assert not np.array_equal(est.eigenvalues_, values)  # recomputed on read after new rows
+    assert count_decompositions[method] == 2
+    # fit decomposes exactly once, at the end.
+    StreamingKernelPCA(n_components=3, method=method, n_random_features=100, sketch_size=10,
+                       batch_size=100, random_state=0).fit(data)
+    assert count_decompositions[method] == 3
+
+
+def test_unfitted_and_loaded_models(tmp_path, data, count_decompositions):
+    est = StreamingKernelPCA(n_components=2, n_random_features=60, random_state=1)
+    with pytest.raises(NotFittedError):
+        est.components_  # noqa: B018
+    with pytest.raises(NotFittedError):
+        check_is_fitted(est)
+    est.partial_fit(data)
+    save_streaming_model(est, tmp_path / "m.npz")  # saving needs no decomposition
+    assert count_decompositions["skpca"] == 0
+    loaded = load_streaming_model(tmp_path / "m.npz")
+    check_is_fitted(loaded)
+    assert count_decompositions["skpca"] == 0
+    np.testing.assert_allclose(loaded.components_, est.components_, atol=1e-12)
+    np.testing.assert_array_equal(loaded.transform(data), est.transform(data))
+
+
+def test_warns_when_the_sketch_holds_fewer_directions_than_n_components(data):
+    # l = 6, modified shrink: each shrink keeps 6//2 - 1 = 2 directions and frees 4 rows,
+    # so after 6 + 4j rows the stream ends right after a shrink with 2 directions.
+    X = data[:10]
+    est = StreamingKernelPCA(n_components=4, n_random_features=50, sketch_size=6,
+                             random_state=0)
+    with pytest.warns(UserWarning, match=r"only 2 non-zero direction.*n_components=4") as rec:
+        est.fit(X)
+    message = str(rec[0].message)
+    assert "sketch_size to at least 2*n_components + 2 = 10" in message
+    assert "shrink='classic'" in message
+    assert np.all(est.eigenvalues_[2:] == 0) and np.all(est.transform(X)[:, 2:] == 0)
+    # Streaming: the warning comes with the lazy decomposition, not with partial_fit.
+    streamed = StreamingKernelPCA(n_components=4, n_random_features=50, sketch_size=6,
+                                  random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for block in np.array_split(X, 3):
+            streamed.partial_fit(block)
+    with pytest.warns(UserWarning, match="only 2 non-zero"):
+        streamed.transform(X)
+    # Enough directions: no warning (classic shrink keeps l - 1 = 5; or l >= 2k + 2).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        StreamingKernelPCA(n_components=4, n_random_features=50, sketch_size=6,
+                           shrink="classic", random_state=0).fit(X).transform(X)
+        StreamingKernelPCA(n_components=4, n_random_features=50, sketch_size=10,
+                           random_state=0).fit(data).transform(X)
+    # Other methods warn too when the points seen span too few directions.
+    with pytest.warns(UserWarning, match="only 2 non-zero.*point"):
+        StreamingKernelPCA(n_components=3, method="nystrom", random_state=0).fit(data[:2])
+
+
 def test_sparse_input_matches_dense(data):
     est = StreamingKernelPCA(n_components=2, n_random_features=80, random_state=0)
     dense = est.fit(data).transform(data[:20])
@@ -64,6 +159,8 @@ def test_sparse_input_matches_dense(data):
 
 
 def test_estimator_rejects_bad_parameters(data):
+    # n_components above the most directions the method can ever hold is an error up
+    # front; below it but above what the sketch ends up holding is a warning (above).
     with pytest.raises(ValueError, match="exceeds sketch_size"):
         StreamingKernelPCA(n_components=12, sketch_size=10).fit(data)
     with pytest.raises(ValueError, match="Unknown method"):
@@ -135,6 +232,38 @@ def test_cli_stream_writes_a_loadable_model(tmp_path, data, capsys):
     assert args.func(args) == 0
     np.testing.assert_allclose(load_streaming_model(out).transform(data),
                                direct.transform(data), atol=1e-9)
+    # And from a LIBSVM file (read as CSR chunks).
+    dump_svmlight_file(data, np.zeros(len(data)), str(tmp_path / "data.svm"), zero_based=True)
+    args = parse(["stream", "--data", str(tmp_path / "data.svm"), "--out", str(out),
+                  "--n-components", "3", "--n-random-features", "100", "--sketch-size", "8",
+                  "--chunk-size", "256", "--gamma", "0.2", "--quiet"])
+    assert args.func(args) == 0
+    svm_model = load_streaming_model(out)
+    assert svm_model.n_samples_seen_ == len(data)
+    np.testing.assert_allclose(svm_model.transform(data), direct.transform(data), atol=1e-9)
+    np.testing.assert_allclose(svm_model.eigenvalues_, direct.eigenvalues_, rtol=1e-9)
+
+
+def test_cli_transform_reads_a_stream_model(tmp_path, data, capsys):
+    np.save(tmp_path / "data.npy", data)
+    model = tmp_path / "stream.npz"
+    assert cli.main(["stream", "--data", str(tmp_path / "data.npy"), "--out", str(model),
+                     "--n-components", "4", "--n-random-features", "80", "--sketch-size",
+                     "12", "--method", "skpca", "--quiet"]) == 0
+    out = tmp_path / "scores.npy"
+    assert cli.main(["transform", "--model", str(model), "--data", str(tmp_path / "data.npy"),
+                     "--out", str(out)]) == 0
+    scores = np.load(out)
+    assert scores.shape == (len(data), 4)
+    np.testing.assert_array_equal(scores, load_streaming_model(model).transform(data))
+    # A data file with the wrong number of features: one line, exit code 2.
+    capsys.readouterr()
+    np.save(tmp_path / "narrow.npy", data[:, :4])
+    assert cli.main(["transform", "--model", str(model), "--data",
+                     str(tmp_path / "narrow.npy"), "--out", str(tmp_path / "bad.npy")]) == 2
+    err = capsys.readouterr().err
+    assert "4 features" in err and "expects 6" in err and "Traceback" not in err
+    assert not (tmp_path / "bad.npy").exists()
 
 
 def test_cli_user_mistakes_exit_2(tmp_path, data, capsys):
@@ -147,3 +276,14 @@ def test_cli_user_mistakes_exit_2(tmp_path, data, capsys):
     err = capsys.readouterr().err
     assert "nope.npy" in err and "exceeds sketch_size" in err
     assert "Traceback" not in err
+
+
+def test_cli_stream_warns_when_the_sketch_is_too_small(tmp_path, data, capsys):
+    np.save(tmp_path / "data.npy", data[:10])
+    args = parse(["stream", "--data", str(tmp_path / "data.npy"), "--out",
+                  str(tmp_path / "m.npz"), "--n-components", "4", "--sketch-size", "6",
+                  "--n-random-features", "50", "--quiet"])
+    assert args.func(args) == 0
+    err = capsys.readouterr().err
+    assert "kernelscale stream: warning: The skpca sketch holds only 2" in err
+    assert "2*n_components + 2 = 10" in err

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 
 from kernelscale.streaming.estimator import METHODS, StreamingKernelPCA, save_streaming_model
 
@@ -94,6 +95,13 @@ def run(args: argparse.Namespace) -> int:
     if not hasattr(estimator, "sketcher_"):
         print(f"kernelscale stream: error: {args.data} holds no rows.", file=sys.stderr)
         return 2
+    # One decomposition at the end of the stream, only to say when the sketch holds
+    # fewer directions than --n-components (partial_fit itself does not decompose).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        estimator.eigenvalues_  # noqa: B018
+    for warning in caught:
+        print(f"kernelscale stream: warning: {warning.message}", file=sys.stderr)
     try:
         save_streaming_model(estimator, args.out)
     except OSError as exc:

@@ -8,6 +8,7 @@ loadable with ``np.load(allow_pickle=False)`` by :func:`load_streaming_model`.
 from __future__ import annotations
 
 import json
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -68,12 +69,17 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     n_random_features : int, default=500
         Number of random Fourier features m (skpca, rnca).
     sketch_size : int, default=20
-        Rows l of the Frequent Directions sketch (skpca).
+        Rows l of the Frequent Directions sketch (skpca). With the default
+        ``shrink='modified'`` each shrink keeps at most ``l//2 - 1`` directions
+        (``l//2`` rounds down for odd l) and the Frequent Directions bound covers
+        ``k < l//2`` components, so take ``sketch_size >= 2 * n_components + 2``.
     n_landmarks : int or None, default=None
         Reservoir size c (nystrom); None means ``n_random_features``.
     method : {'skpca', 'rnca', 'nystrom'}, default='skpca'
     shrink : {'modified', 'classic'}, default='modified'
-        Frequent Directions shrink (skpca).
+        Frequent Directions shrink (skpca): by the ``(l//2)``-th squared singular
+        value (paper 004) or by the smallest one (Liberty 2013; keeps ``l - 1``
+        directions, about ``l/2`` times slower).
     batch_size : int, default=1024
         Rows per mini-batch in ``fit``.
     random_state : int, Generator or None, default=None
@@ -87,14 +93,31 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         Top directions in the lifted space: rows of ``W^T`` (skpca), eigenvectors
         of ``Z^T Z`` (rnca), or ``V w^-1/2`` of ``K_SS`` (nystrom); zero rows where
         the sketch holds fewer directions. ``transform(X) = lift(X) @ components_.T``.
+        Computed lazily: ``partial_fit`` only feeds the sketch, and the
+        decomposition (an l x m SVD for skpca, an m x m eigendecomposition for
+        rnca, a c x c one for nystrom) runs on the first read of
+        ``components_`` / ``eigenvalues_`` or the first ``transform`` after it,
+        then is cached until the next ``partial_fit``. ``fit`` computes it once
+        at the end. Each read returns a new array.
     eigenvalues_ : ndarray of shape (n_components,)
         Approximate top eigenvalues of the kernel matrix (0 where the sketch has
-        fewer directions).
+        fewer directions). Lazy, like ``components_``.
     gamma_ : float
     n_samples_seen_ : int
     space_words_ : int
         Words held by the method (004's space count).
     n_features_in_ : int
+
+    Warns
+    -----
+    UserWarning
+        When the decomposition is computed (at the end of ``fit``, or on the
+        first read or ``transform`` after ``partial_fit``) and the sketch holds
+        fewer non-zero directions than ``n_components``: the missing components
+        are zero and score 0. With the paper's shrink this happens whenever
+        ``n_components >= sketch_size // 2`` and the stream ends just after a
+        shrink; increase ``sketch_size`` to at least ``2 * n_components + 2`` or
+        use ``shrink='classic'``.
 
     Examples
     --------
@@ -162,6 +185,9 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     def partial_fit(self, X, y=None) -> StreamingKernelPCA:
         """Feed one batch of points; returns self.
 
+        Only the sketch is updated; ``components_`` and ``eigenvalues_`` are
+        recomputed lazily, on their next read or the next ``transform``.
+
         Parameters
         ----------
         X : array-like or CSR matrix of shape (n_samples, n_features)
@@ -173,37 +199,87 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         if first:
             self._start(X.shape[1])
         self.sketcher_.partial_fit(X)
-        self._refresh()
+        self._update_counts()
         return self
 
     def fit(self, X, y=None) -> StreamingKernelPCA:
-        """Fit from scratch on ``X``, fed in batches of ``batch_size`` rows; returns self."""
+        """Fit from scratch on ``X``, fed in batches of ``batch_size`` rows; returns self.
+
+        The decomposition is computed once at the end (and warns if the sketch
+        holds fewer than ``n_components`` directions).
+        """
         X = validate_data(self, X, reset=True, accept_sparse="csr",
                           dtype=[np.float64, np.float32])
         self._start(X.shape[1])
         for start in range(0, X.shape[0], self.batch_size):
             self.sketcher_.partial_fit(X[start : start + self.batch_size])
-        self._refresh()
+        self._update_counts()
+        self._eigen()
         return self
 
-    def _refresh(self) -> None:
-        values, basis = self.sketcher_.eigen()
-        k = min(values.size, self.n_components)
-        top = np.zeros(self.n_components)
-        top[:k] = values[:k]
-        self.eigenvalues_ = top
-        components = np.zeros((self.n_components, basis.shape[0]))
-        components[:k] = basis[:, :k].T
-        self.components_ = components
+    def _update_counts(self) -> None:
+        # The cheap fitted attributes, kept current after every batch.
         self.n_samples_seen_ = self.sketcher_.n_samples_seen
         self.gamma_ = self.sketcher_.params()["gamma"]
         self.space_words_ = self.sketcher_.space_words
+
+    def _eigen(self, stacklevel: int = 3) -> tuple[np.ndarray, np.ndarray]:
+        """The sketcher's decomposition, computed if stale (cached by the sketcher,
+        which forgets it on every ``partial_fit``); warns when it is computed with
+        fewer directions than ``n_components``."""
+        check_is_fitted(self, "sketcher_")
+        fresh = self.sketcher_._eigen is None
+        values, basis = self.sketcher_.eigen()
+        if fresh and values.size < self.n_components:
+            warnings.warn(self._short_sketch_message(values.size), UserWarning,
+                          stacklevel=stacklevel)
+        return values, basis
+
+    def _short_sketch_message(self, n_directions: int) -> str:
+        k = self.n_components
+        msg = (
+            f"The {self.method} sketch holds only {n_directions} non-zero direction(s) but "
+            f"n_components={k}: components {n_directions + 1}..{k} are zero and score 0 in "
+            "transform. "
+        )
+        if self.method == "skpca" and self.shrink == "modified" and k >= self.sketch_size // 2:
+            return msg + (
+                f"The paper's ('modified') shrink keeps at most sketch_size//2 - 1 = "
+                f"{self.sketch_size // 2 - 1} directions after each shrink; increase "
+                f"sketch_size to at least 2*n_components + 2 = {2 * k + 2}, or use "
+                "shrink='classic'."
+            )
+        return msg + (
+            f"The {self.n_samples_seen_} point(s) seen so far span fewer directions than "
+            "that in the method's feature space; feed more (distinct) points or lower "
+            "n_components."
+        )
+
+    def _padded(self) -> tuple[np.ndarray, np.ndarray]:
+        values, basis = self._eigen(stacklevel=4)  # user -> property -> _padded -> _eigen
+        k = min(values.size, self.n_components)
+        top = np.zeros(self.n_components)
+        top[:k] = values[:k]
+        components = np.zeros((self.n_components, basis.shape[0]))
+        components[:k] = basis[:, :k].T
+        return top, components
+
+    @property
+    def eigenvalues_(self) -> np.ndarray:
+        """Approximate top kernel eigenvalues (n_components,), computed on first read."""
+        return self._padded()[0]
+
+    @property
+    def components_(self) -> np.ndarray:
+        """Top directions in the lifted space (n_components, m or c), computed on first read."""
+        return self._padded()[1]
 
     def transform(self, X) -> np.ndarray:
         """Scores on the top ``n_components`` kernel principal directions (n, n_components)."""
         check_is_fitted(self, "sketcher_")
         X = validate_data(self, X, reset=False, accept_sparse="csr",
                           dtype=[np.float64, np.float32])
+        self._eigen()
         return self.sketcher_.transform(X, self.n_components)
 
     @property
@@ -256,5 +332,5 @@ def load_streaming_model(path) -> StreamingKernelPCA:
     sketcher_params = meta["sketcher"]
     estimator.sketcher_ = METHODS[sketcher_params["method"]].from_state(sketcher_params, arrays)
     estimator.n_features_in_ = int(meta["n_features_in"])
-    estimator._refresh()
+    estimator._update_counts()
     return estimator

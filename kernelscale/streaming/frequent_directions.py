@@ -5,9 +5,11 @@ the zero rows of ``B``; when no zero row is left, ``B`` is rotated onto its righ
 singular vectors and every squared singular value is reduced by ``delta``:
 
 * ``shrink='modified'`` (SKPCA, Algorithm 1 of 004): ``delta`` is the
-  (l/2)-th squared singular value, so about half the rows become zero and the
-  next l/2 input rows are copied in before the next decomposition. Guarantee:
-  ``||A^T A - B^T B||_2 <= ||A - A_k||_F^2 / (l//2 - k)`` for every ``k < l//2``.
+  (l//2)-th squared singular value (for odd l, ``l//2`` rounds down: l = 7
+  shrinks by the 3rd), so at most ``l//2 - 1`` directions survive and at least
+  the next ``l - l//2 + 1`` input rows are copied in before the next decomposition.
+  Guarantee: ``||A^T A - B^T B||_2 <= ||A - A_k||_F^2 / (l//2 - k)`` for every
+  ``k < l//2`` (an odd l has the bound of l - 1).
 * ``shrink='classic'`` (Liberty's original): ``delta`` is the smallest squared
   singular value (one row freed per decomposition, about l times slower).
   Guarantee: ``||A^T A - B^T B||_2 <= ||A - A_k||_F^2 / (l - k)``.
@@ -67,8 +69,8 @@ class FrequentDirections:
     n_features : int
         Dimension of the rows (``m`` when the rows are random features).
     shrink : {'modified', 'classic'}, default='modified'
-        Shrink by the (l/2)-th squared singular value (paper 004) or by the
-        smallest one (Liberty 2013).
+        Shrink by the (l//2)-th squared singular value (paper 004; ``l//2``
+        rounds down for odd l) or by the smallest one (Liberty 2013).
 
     Attributes
     ----------

@@ -3,7 +3,7 @@
 Algorithm 1 of paper 004 (Ghashami, Perry, Phillips, AISTATS 2016). Each point
 ``a_i`` is lifted to ``z_i = sqrt(2/m) [cos(r_j^T a_i + b_j)]_j`` (m random Fourier
 features) and fed into a Frequent Directions sketch ``B`` (l x m) that shrinks by
-its (l/2)-th squared singular value. The answer is ``W`` (m x l), the right
+its (l/2)-th squared singular value (``l//2`` for odd l). The answer is ``W`` (m x l), the right
 singular vectors of ``B``: the kernel matrix is approximated by
 ``G~ = Z W W^T Z^T`` and a new point is mapped to ``z(x) W`` in O(dm + lm).
 
@@ -165,6 +165,9 @@ class SKPCA(StreamingMethod):
         Number of random Fourier features m.
     sketch_size : int, default=20
         Rows l of the Frequent Directions sketch; the basis W has at most l columns.
+        The paper's shrink subtracts the ``(l//2)``-th squared singular value
+        (``l//2`` rounds down for odd l) and keeps at most ``l//2 - 1`` directions
+        after each shrink; its bound covers ``k < l//2`` components.
     kernel : {'rbf', 'laplacian'}, default='rbf'
     gamma : float, default=1.0
         Kernel scale (``exp(-gamma ||x - y||^2)`` for rbf).
