@@ -10,7 +10,6 @@ their packages. User mistakes print one line and exit with code 2.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import sys
 import time
@@ -18,6 +17,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+
+from kernelscale.runtime.build import add_dask_args, cli_client
 
 SUBCOMMAND_MODULES: list[str] = [
     "kernelscale.streaming.cli",
@@ -58,9 +59,7 @@ def _add_fit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--center", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    dask = p.add_mutually_exclusive_group()
-    dask.add_argument("--scheduler", help="run on an existing Dask cluster (tcp://host:8786)")
-    dask.add_argument("--dask-workers", type=int, help="start a local Dask cluster of N workers")
+    add_dask_args(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,7 +111,7 @@ def _make_estimator(args, X, method="diskpca", messages=None):
         coef0=args.coef0, n_workers=args.workers, partition=args.partition, method=method,
         n_landmarks=args.landmarks, messages=messages or args.messages, center=args.center,
         random_state=args.seed, backend="local" if args.client is None else "dask",
-        client=args.client)
+        client=args.client, timeout=args.timeout)
 
 
 def run_demo(args) -> int:
@@ -195,24 +194,12 @@ def run_transform(args) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def _dask_client(args):
-    """The Dask client asked for by --scheduler / --dask-workers (None: in-process)."""
-    scheduler, n_workers = getattr(args, "scheduler", None), getattr(args, "dask_workers", None)
-    if scheduler is None and n_workers is None:
-        yield None
-        return
-    from kernelscale.runtime.build import dask_client
-
-    with dask_client(scheduler, n_workers) as client:
-        yield client
-
-
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with warnings.catch_warnings(), _dask_client(args) as args.client:
+        # The Dask client of --scheduler / --dask-workers (None: in-process).
+        with warnings.catch_warnings(), cli_client(args) as args.client:
             warnings.simplefilter("default")
             return args.func(args)
     except (UsageError, ValueError, TypeError, FileNotFoundError, ImportError) as exc:

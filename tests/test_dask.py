@@ -16,6 +16,7 @@ import threading
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.base import BaseEstimator
 
 distributed = pytest.importorskip("distributed")
 cloudpickle = pytest.importorskip("cloudpickle")
@@ -290,3 +291,50 @@ def test_bad_input_is_refused_early(client):
     with DaskCluster.from_arrays(client, [X, bad], timeout=TIMEOUT) as remote:
         with pytest.raises(ValueError, match="Partition 1 holds 1 NaN"):
             validate_cluster(remote)
+
+
+class _Estimator(BaseEstimator):
+    """The attributes ``estimator_cluster`` reads from an estimator."""
+
+    def __init__(self, **params):
+        self.backend, self.client = params.pop("backend", "local"), params.pop("client", None)
+        vars(self).update(params)
+
+
+def test_estimator_cluster_takes_every_input(client, tmp_path):
+    """One matrix (split), partitions, loaders and a dask array; Dask options reach the cluster."""
+    from kernelscale.runtime.build import estimator_cluster
+
+    da = pytest.importorskip("dask.array")
+    parts = [make_partition(i) for i in range(3)]
+    paths = []
+    for i, part in enumerate(parts):
+        paths.append(str(tmp_path / f"p{i}.npy"))
+        np.save(paths[-1], part)
+    X = np.vstack(parts)
+    halves = lambda n: [np.arange(0, n, 2), np.arange(1, n, 2)]  # noqa: E731
+    for data, rows, indices in [
+        (X, (11, 10), halves(21)),
+        (parts, (6, 7, 8), None),
+        (paths, (6, 7, 8), None),
+        (da.from_array(X, chunks=((6, 15), (2, 2))), (6, 15), None),
+    ]:
+        est = _Estimator(backend="dask", client=client, retry_lost=True, timeout=TIMEOUT)
+        cluster, info, got = estimator_cluster(est, data, halves)
+        with cluster:
+            assert isinstance(cluster, DaskCluster)
+            assert cluster.retry_lost and cluster.timeout == TIMEOUT
+            assert info.n_rows == rows and info.n_features == est.n_features_in_ == 4
+            assert validate_cluster(cluster).n_rows == rows
+        if indices is None:
+            assert got is None
+        else:
+            assert [list(i) for i in got] == [list(i) for i in indices]
+    local, _, _ = estimator_cluster(_Estimator(retry_lost=True, timeout=1.0), paths)
+    assert isinstance(local, LocalCluster)  # the Dask options are ignored in-process
+    with pytest.raises(ValueError, match="timeout must be a positive"):
+        estimator_cluster(_Estimator(backend="dask", client=client, timeout=0), parts)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        estimator_cluster(_Estimator(backend="spark"), parts)
+    with pytest.raises(ValueError, match="different numbers of features"):
+        estimator_cluster(_Estimator(), [parts[0], parts[1][:, :3]])

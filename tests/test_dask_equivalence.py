@@ -252,6 +252,14 @@ def test_federated_kernel_kmeans(client):
              max_iter=4, coreset_size=40, dropout=0.3, random_state=5)
 
 
+def test_federated_dspgd_without_cem(client):
+    plain = optional("kernelscale.federated.dspgd_plain")
+    _, ledger = run_both(client, horizontal_data(), plain.dspgd_without_cem, n_clusters=3,
+                         n_eigenvectors=3, gamma=0.05, n_random_features=10, max_iter=3,
+                         chunk_size=32, random_state=11)
+    assert ledger.total_words("fit") > 0
+
+
 def test_federated_linear_kmeans(client):
     kmeans = optional("kernelscale.federated.kmeans")
     run_both(client, horizontal_data(), kmeans.distributed_kmeans, n_clusters=3,
@@ -301,3 +309,80 @@ def test_clustering_and_vertical_estimators_on_dask(client):
         if hasattr(local, "labels_"):
             np.testing.assert_array_equal(local.labels_, remote.labels_, err_msg=where)
         assert local.communication_ == remote.communication_, where
+
+
+def without_estimator_describe(ledger, n_workers):
+    """The ledger less the estimator's own 'describe partitions' round (loaders, dask arrays).
+
+    With data that stays on the workers the estimator learns ``n_features`` through
+    the runtime before the fit: one more setup round, ``4`` scalars per worker.
+    """
+    from kernelscale.runtime import Ledger
+
+    messages = ledger.rounds(phase=None)
+    extra = messages[:n_workers]
+    assert {(m.round, m.phase, m.direction, m.words) for m in extra} == {
+        ("describe partitions", "setup", "worker->master", 4)}
+    rest = Ledger()
+    rest.extend(messages[n_workers:])
+    return rest
+
+
+def test_clustering_estimators_on_remote_data(client, tmp_path):
+    """Loaders and a dask array: same labels (partition order) and the same ledger."""
+    from kernelscale import DistributedSpectralClustering, FederatedKernelKMeans
+
+    da = pytest.importorskip("dask.array")
+    parts = horizontal_data()
+    paths = []
+    for i, part in enumerate(parts):
+        paths.append(str(tmp_path / f"part{i}.npy"))
+        np.save(paths[-1], part)
+    X = np.vstack(parts)
+    chunks = da.from_array(X, chunks=(tuple(len(p) for p in parts), (5,)))
+    cases = [
+        (FederatedKernelKMeans, dict(n_clusters=3, n_random_features=20, max_iter=3,
+                                     coreset_size=40, random_state=5), (paths, chunks)),
+        (DistributedSpectralClustering, dict(n_clusters=3, gamma=0.1, coreset_size=40,
+                                             random_state=9, n_landmarks=25,
+                                             n_random_features=80, embedding_dim=8,
+                                             row_sketch_dim=16), (paths,)),
+    ]
+    for estimator, params, inputs in cases:
+        local = estimator(**params).fit(parts)
+        assert local.labels_.shape == (X.shape[0],) and local.n_features_in_ == 5
+        for data in inputs:
+            remote = estimator(**params, backend="dask", client=client, retry_lost=True,
+                               timeout=TIMEOUT).fit(data)
+            where = f"{estimator.__name__} on {type(data).__name__}"
+            np.testing.assert_array_equal(local.labels_, remote.labels_, err_msg=where)
+            np.testing.assert_allclose(local.transform(X[:20]), remote.transform(X[:20]),
+                                       rtol=TOL, atol=TOL, err_msg=where)
+            assert remote.n_features_in_ == 5, where
+            assert without_estimator_describe(remote.communication_, len(parts)) == \
+                local.communication_, where
+
+
+def test_vertical_estimator_on_loaders(client, tmp_path):
+    """Each party loads its block on its worker; transform reloads it there."""
+    from kernelscale import VerticalKernelPCA
+
+    blocks = vertical_data()
+    paths = []
+    for j, block in enumerate(blocks):
+        paths.append(str(tmp_path / f"party{j}.npy"))
+        np.save(paths[-1], block)
+    params = dict(n_components=3, n_local_components=5, gamma=0.2)
+    local = VerticalKernelPCA(**params).fit(blocks)
+    remote = VerticalKernelPCA(**params, backend="dask", client=client, retry_lost=True,
+                               timeout=TIMEOUT).fit(paths)
+    assert remote.n_features_in_ == 9 and remote.X_fit_blocks_ == paths
+    new = [b[:7] for b in blocks]
+    expected, expected_ledger = local.distributed_transform(new)
+    got, ledger = remote.distributed_transform(new)
+    np.testing.assert_allclose(expected, got, rtol=TOL, atol=TOL)
+    assert ledger == expected_ledger
+    for phase in ("fit", "transform"):
+        assert remote.communication_.copy(phase) == local.communication_.copy(phase)
+    rounds = [m.round for m in remote.communication_.rounds("setup")]
+    assert rounds.count("describe feature blocks") == 2 * len(blocks)  # estimator + protocol

@@ -15,24 +15,30 @@ from kernelscale.federated.baselines import distributed_spectral_clustering
 from kernelscale.federated.fkkmeans import fk_kmeans
 from kernelscale.kernels import make_kernel
 from kernelscale.linalg import as_generator
-from kernelscale.partition import make_partition, split
-from kernelscale.runtime import BACKENDS, make_cluster
+from kernelscale.partition import make_partition
+from kernelscale.runtime.build import estimator_cluster
 
 
-def _split(estimator, X, y, rng):
-    if X.shape[0] < estimator.n_workers:
-        raise ValueError(
-            f"n_samples={X.shape[0]} is smaller than n_workers={estimator.n_workers}: "
-            "every client needs at least one point."
-        )
-    if estimator.backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {estimator.backend!r}.")
-    indices = make_partition(X.shape[0], estimator.n_workers, estimator.partition,
-                             labels=y, random_state=rng)
-    return indices, make_cluster(split(X, indices), estimator.backend, estimator.client)
+def _cluster(estimator, X, y, rng):
+    """The clients' cluster (see ``kernelscale.runtime.build.estimator_cluster``)."""
+
+    def split_rows(n_samples):
+        if n_samples < estimator.n_workers:
+            raise ValueError(
+                f"n_samples={n_samples} is smaller than n_workers={estimator.n_workers}: "
+                "every client needs at least one point."
+            )
+        return make_partition(n_samples, estimator.n_workers, estimator.partition,
+                              labels=y, random_state=rng)
+
+    return estimator_cluster(estimator, X, split_rows)
 
 
 def _in_input_order(indices, labels):
+    """Labels in the order of the rows of ``X``; partitions given: their concatenated order."""
+    labels = np.asarray(labels, dtype=np.int64)
+    if indices is None:
+        return labels
     out = np.empty(labels.shape[0], dtype=np.int64)
     out[np.concatenate(indices)] = labels
     return out
@@ -50,7 +56,11 @@ class FederatedKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     ``fit(X)`` splits ``X`` over ``n_workers`` simulated clients and runs DSPGD
     with CEM (fresh random features every iteration, distributed Lanczos on a
     ``(D + r_t)``-square matrix), then the coreset k-means on the rows of ``H``.
-    No client sends a data row.
+    No client sends a data row. ``fit`` also takes the clients' own partitions:
+    a list of matrices, a list of loaders (paths or picklable callables, run on
+    the Dask workers so the rows never pass through the client) or a dask array
+    (one client per row chunk); ``labels_`` are then in the order of the
+    partitions, concatenated.
 
     Parameters
     ----------
@@ -78,11 +88,18 @@ class FederatedKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         Run the clients in-process, or each in a Dask actor (same result, same words).
     client : distributed.Client, optional
         The Dask client for ``backend='dask'``.
+    retry_lost : bool, default=False
+        Dask only: rebuild a partition whose worker died on a live worker (replaying
+        its earlier steps; the extra words go to the phase 'recovery') instead of
+        raising ``WorkerError``.
+    timeout : float, optional
+        Dask only: seconds a round may take before it fails (default 600).
     random_state : int, RandomState, Generator or None
 
     Attributes
     ----------
     labels_ : ndarray of shape (n_samples,)
+        In the order of the rows of ``X``, or of the given partitions concatenated.
     cluster_centers_ : ndarray of shape (n_clusters, n_eigenvectors)
         Centres in the space of the rows of H.
     model_ : FKKMeansModel
@@ -112,7 +129,7 @@ class FederatedKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     def __init__(self, n_clusters=8, *, n_eigenvectors=None, n_random_features=50, max_iter=20,
                  coreset_size=1000, n_refine=10, gamma=None, n_workers=5, partition="uniform",
                  dropout=0.0, chunk_size=4096, backend="local", client=None,
-                 random_state=None):
+                 retry_lost=False, timeout=None, random_state=None):
         self.n_clusters = n_clusters
         self.n_eigenvectors = n_eigenvectors
         self.n_random_features = n_random_features
@@ -126,13 +143,23 @@ class FederatedKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         self.chunk_size = chunk_size
         self.backend = backend
         self.client = client
+        self.retry_lost = retry_lost
+        self.timeout = timeout
         self.random_state = random_state
 
     def fit(self, X, y=None):
-        """Run FK k-means on ``X`` split over ``n_workers`` clients (``y`` only for 'label')."""
-        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32])
+        """Run FK k-means on ``X`` split over ``n_workers`` clients, or on given partitions.
+
+        Parameters
+        ----------
+        X : array or CSR (n_samples, n_features), a list of them (one per client),
+            a list of loaders (file paths or picklable callables, loaded on the
+            workers) or a dask array (its row chunks are the clients' partitions)
+        y : array, optional
+            Labels, used only by ``partition='label'``.
+        """
         rng = as_generator(self.random_state)
-        indices, cluster = _split(self, X, y, rng)
+        cluster, _, indices = _cluster(self, X, y, rng)
         try:
             result = fk_kmeans(
                 cluster, self.n_clusters, n_eigenvectors=self.n_eigenvectors,
@@ -197,19 +224,32 @@ class DistributedSpectralClustering(ClassNamePrefixFeaturesOutMixin, Transformer
     backend : {'local', 'dask'}, default='local'
     client : distributed.Client, optional
         The Dask client for ``backend='dask'``.
+    retry_lost : bool, default=False
+        Dask only: rebuild a partition whose worker died on a live worker (replaying
+        its earlier steps; the extra words go to the phase 'recovery') instead of
+        raising ``WorkerError``.
+    timeout : float, optional
+        Dask only: seconds a round may take before it fails (default 600).
     random_state : int, RandomState, Generator or None
 
     Attributes
     ----------
     labels_, cluster_centers_ (in the projected space), model_ (KernelPCAModel),
     kernel_, communication_, n_features_in_
+        ``labels_`` follow the rows of ``X``, or the given partitions concatenated.
+
+    Notes
+    -----
+    ``fit`` takes what :class:`FederatedKernelKMeans` takes: one matrix (split over
+    ``n_workers``), a list of partitions, a list of loaders or a dask array.
     """
 
     def __init__(self, n_clusters=8, *, n_components=None, kernel="rbf", gamma=None,
                  degree=None, coef0=1.0, n_landmarks=400, n_leverage=None, embedding_dim=50,
                  row_sketch_dim=250, n_random_features=2000, messages="gram",
                  coreset_size=1000, n_refine=10, n_workers=5, partition="power_law",
-                 backend="local", client=None, random_state=None):
+                 backend="local", client=None, retry_lost=False, timeout=None,
+                 random_state=None):
         self.n_clusters = n_clusters
         self.n_components = n_components
         self.kernel = kernel
@@ -228,27 +268,37 @@ class DistributedSpectralClustering(ClassNamePrefixFeaturesOutMixin, Transformer
         self.partition = partition
         self.backend = backend
         self.client = client
+        self.retry_lost = retry_lost
+        self.timeout = timeout
         self.random_state = random_state
 
     def fit(self, X, y=None):
-        """disKPCA + distributed k-means on ``X`` split over ``n_workers`` workers."""
-        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32])
+        """disKPCA + distributed k-means on ``X`` split over ``n_workers`` workers.
+
+        Parameters
+        ----------
+        X : array or CSR (n_samples, n_features), a list of them (one per worker),
+            a list of loaders (file paths or picklable callables, loaded on the
+            workers) or a dask array (its row chunks are the partitions)
+        y : array, optional
+            Labels, used only by ``partition='label'``.
+        """
         if int(self.n_clusters) != self.n_clusters or self.n_clusters < 1:
             raise ValueError(f"n_clusters must be a positive integer, got {self.n_clusters!r}.")
-        if self.n_clusters > X.shape[0]:
-            raise ValueError(
-                f"n_clusters={self.n_clusters} exceeds the number of samples {X.shape[0]}.")
         rng = as_generator(self.random_state)
-        indices, cluster = _split(self, X, y, rng)
-        kernel = None
-        if self.kernel != "rbf" or self.gamma is not None:
-            params = {}
-            if self.degree is not None:
-                params = {"order" if self.kernel == "arccos" else "degree": self.degree}
-            kernel = make_kernel(self.kernel, gamma=self.gamma, coef0=self.coef0,
-                                 n_features=X.shape[1], **params)
-        n_landmarks = min(self.n_landmarks, X.shape[0])
+        cluster, info, indices = _cluster(self, X, y, rng)
         try:
+            if self.n_clusters > info.n_samples:
+                raise ValueError(f"n_clusters={self.n_clusters} exceeds the number of "
+                                 f"samples {info.n_samples}.")
+            kernel = None
+            if self.kernel != "rbf" or self.gamma is not None:
+                params = {}
+                if self.degree is not None:
+                    params = {"order" if self.kernel == "arccos" else "degree": self.degree}
+                kernel = make_kernel(self.kernel, gamma=self.gamma, coef0=self.coef0,
+                                     n_features=info.n_features, **params)
+            n_landmarks = min(self.n_landmarks, info.n_samples)
             result = distributed_spectral_clustering(
                 cluster, self.n_clusters, kernel=kernel, n_components=self.n_components,
                 coreset_size=self.coreset_size, n_refine=self.n_refine, random_state=rng,

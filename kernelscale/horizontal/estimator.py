@@ -26,8 +26,8 @@ from kernelscale.metrics.lowrank import (
     kernel_mean_norm_sq,
 )
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import Cluster, LocalCluster, validate_cluster
-from kernelscale.runtime.build import BACKENDS, is_dask_array, is_loader, make_cluster
+from kernelscale.runtime import Cluster, LocalCluster
+from kernelscale.runtime.build import estimator_cluster, is_partition_list
 
 METHODS = {
     "diskpca": diskpca,
@@ -38,21 +38,14 @@ METHODS = {
 }
 
 
-def is_partition_list(X) -> bool:
-    """A list of 2-D arrays or sparse matrices (one per worker), not a nested list of numbers."""
-    if not isinstance(X, (list, tuple)):
-        return False
-    if len(X) == 0:
-        raise ValueError("Got an empty list of partitions.")
-    return all(sp.issparse(p) or getattr(p, "ndim", None) == 2 for p in X)
-
-
 class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Kernel PCA over data split across workers, with every word of communication counted.
 
     ``fit(X)`` splits ``X`` over ``n_workers`` simulated workers (``partition``);
-    ``fit([X_1, ..., X_s])`` takes the workers' partitions as they are. The
-    protocol runs in-process by default, or on a Dask cluster (``backend='dask'``).
+    ``fit([X_1, ..., X_s])`` takes the workers' partitions as they are, and so do
+    a list of loaders (file paths or picklable callables, run on the workers) and
+    a dask array (its row chunks). The protocol runs in-process by default, or on
+    a Dask cluster (``backend='dask'``).
 
     Parameters
     ----------
@@ -94,8 +87,12 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         The Dask client for ``backend='dask'``.
     retry_lost : bool, default=False
         Dask only: when a worker dies, re-create its partition on a live worker
-        (loaders only), replay its earlier steps and repeat the round; the extra
-        traffic is counted under the phase 'recovery'.
+        (reloaded from its loader, scattered again from the client's array, or
+        recomputed by Dask for a dask array chunk), replay its earlier steps and
+        repeat the round; the extra traffic is counted under the phase 'recovery'.
+    timeout : float, optional
+        Dask only: seconds a round may take before it fails with a
+        ``WorkerError`` (default: the runtime's 600 s).
     random_state : int, Generator or None
 
     Attributes
@@ -116,7 +113,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                  n_workers=5, partition="power_law", method="diskpca", n_landmarks=400,
                  n_leverage=None, embedding_dim=50, row_sketch_dim=250, n_random_features=2000,
                  messages="gram", center=False, chunk_size=4096, backend="local", client=None,
-                 retry_lost=False, random_state=None):
+                 retry_lost=False, timeout=None, random_state=None):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
@@ -136,6 +133,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.backend = backend
         self.client = client
         self.retry_lost = retry_lost
+        self.timeout = timeout
         self.random_state = random_state
 
     def fit(self, X, y=None):
@@ -210,23 +208,6 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                                                            ref["trace"]))
         return result
 
-    def _partitions(self, X, y, rng):
-        if is_partition_list(X):
-            parts = [check_array(p, accept_sparse="csr", dtype=[np.float64, np.float32],
-                                 ensure_min_samples=0) for p in X]
-            self.n_features_in_ = parts[0].shape[1]
-            return parts
-        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32],
-                          ensure_min_samples=2)
-        n_workers = self.n_workers
-        if n_workers > X.shape[0]:
-            warnings.warn(f"n_workers={n_workers} exceeds the {X.shape[0]} samples; "
-                          f"using {X.shape[0]} workers.", stacklevel=3)
-            n_workers = X.shape[0]
-        indices = make_partition(X.shape[0], n_workers, self.partition, labels=y,
-                                 random_state=rng)
-        return split(X, indices)
-
     def _make_kernel(self, n_features):
         degree = self.degree
         if degree is None:
@@ -237,15 +218,16 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                            n_features=n_features)
 
     def _make_cluster(self, X, y, rng) -> Cluster:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}.")
-        options = {"retry_lost": self.retry_lost} if self.backend == "dask" else {}
-        if is_dask_array(X) or (isinstance(X, (list, tuple)) and X and all(map(is_loader, X))):
-            # The data stays where it is: its shape is learnt through the runtime.
-            cluster = make_cluster(X, self.backend, self.client, **options)
-            self.n_features_in_ = validate_cluster(cluster).n_features
-            return cluster
-        return make_cluster(self._partitions(X, y, rng), self.backend, self.client, **options)
+        def split_rows(n_samples):
+            n_workers = self.n_workers
+            if n_workers > n_samples:
+                warnings.warn(f"n_workers={n_workers} exceeds the {n_samples} samples; "
+                              f"using {n_samples} workers.", stacklevel=5)
+                n_workers = n_samples
+            return make_partition(n_samples, n_workers, self.partition, labels=y,
+                                  random_state=rng)
+
+        return estimator_cluster(self, X, split_rows, min_samples=2)[0]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -5,20 +5,29 @@ in-process or on Dask with one argument::
 
     cluster = make_cluster(partitions, backend="dask", client=client)
 
-and :func:`dask_client` for the CLI's ``--scheduler`` / ``--dask-workers``.
+The horizontal estimators (``DistributedKernelPCA``, ``FederatedKernelKMeans``,
+``DistributedSpectralClustering``) build their cluster with
+:func:`estimator_cluster`, so that all of them take the same inputs (one array
+to split, a list of partitions, a list of loaders, a dask array) and the same
+Dask options (``backend``, ``client``, ``retry_lost``, ``timeout``). The CLI
+uses :func:`add_dask_args` and :func:`dask_client` for ``--scheduler`` /
+``--dask-workers`` / ``--timeout``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
 from kernelscale.runtime.cluster import Cluster, LocalCluster
+from kernelscale.runtime.validation import PartitionInfo, validate_cluster
 
 BACKENDS = ("local", "dask")
+FLOAT_DTYPES = [np.float64, np.float32]
 
 
 def is_loader(item) -> bool:
@@ -31,6 +40,20 @@ def is_loader(item) -> bool:
 def is_dask_array(data) -> bool:
     """A ``dask.array.Array`` (checked without importing dask)."""
     return type(data).__module__.startswith("dask.array") and hasattr(data, "to_delayed")
+
+
+def is_loader_list(data) -> bool:
+    """A non-empty list (or tuple) of loaders: the partitions stay where they are."""
+    return isinstance(data, (list, tuple)) and len(data) > 0 and all(map(is_loader, data))
+
+
+def is_partition_list(data) -> bool:
+    """A list of 2-D arrays or sparse matrices (one per worker), not a nested list of numbers."""
+    if not isinstance(data, (list, tuple)):
+        return False
+    if len(data) == 0:
+        raise ValueError("Got an empty list of partitions.")
+    return all(sp.issparse(p) or getattr(p, "ndim", None) == 2 for p in data)
 
 
 def _row_chunks(data) -> list:
@@ -119,6 +142,131 @@ def make_cluster(
     return build(client, list(data), workers=workers, timeout=timeout, retry_lost=retry_lost)
 
 
+def dask_options(estimator) -> dict:
+    """``make_cluster`` options from an estimator's ``retry_lost`` and ``timeout`` (Dask only)."""
+    if estimator.backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {estimator.backend!r}.")
+    if estimator.backend != "dask":
+        return {}
+    options = {"retry_lost": bool(getattr(estimator, "retry_lost", False))}
+    timeout = getattr(estimator, "timeout", None)
+    if timeout is not None:
+        if not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+        options["timeout"] = float(timeout)
+    return options
+
+
+def _set_n_features(estimator, n_features: int) -> None:
+    estimator.n_features_in_ = int(n_features)
+    if hasattr(estimator, "feature_names_in_"):  # from an earlier fit on a DataFrame
+        del estimator.feature_names_in_
+
+
+def estimator_cluster(
+    estimator,
+    X,
+    split_rows: Callable[[int], list] | None = None,
+    *,
+    min_samples: int = 1,
+) -> tuple[Cluster, PartitionInfo, list | None]:
+    """The cluster behind a horizontal estimator's ``fit(X)``, from any input it accepts.
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+        Has ``backend`` and ``client``, optionally ``retry_lost`` and ``timeout``
+        (used with ``backend="dask"`` only). Its ``n_features_in_`` is set.
+    X : array or CSR matrix, list of them, list of loaders or dask array
+        * one matrix: validated with scikit-learn's ``validate_data`` and split
+          by ``split_rows(n_samples)`` (a list of row-index arrays, one per worker);
+        * a list of matrices: the workers' partitions, in the given order;
+        * a list of loaders (paths or picklable callables, see :func:`make_cluster`)
+          or a dask array (its row chunks): the data stays where it is (on the Dask
+          workers); its shape is learnt through the runtime (``validate_cluster``,
+          one extra ``describe partitions`` round in the phase ``setup``).
+    split_rows : callable, optional
+        Required when ``X`` is one matrix.
+    min_samples : int, default=1
+        ``ensure_min_samples`` for one matrix.
+
+    Returns
+    -------
+    cluster : Cluster
+        Close it after the fit.
+    info : PartitionInfo
+        Rows per partition and number of features.
+    indices : list of ndarray or None
+        Rows of ``X`` held by each worker when ``X`` was split; ``None`` otherwise
+        (the rows are then in the concatenated order of the partitions).
+    """
+    from sklearn.utils.validation import check_array, validate_data
+
+    options = dask_options(estimator)
+    backend, client = estimator.backend, estimator.client
+    if is_dask_array(X) or is_loader_list(X):
+        cluster = make_cluster(X, backend, client, **options)
+        try:
+            info = validate_cluster(cluster)
+        except BaseException:
+            cluster.close()
+            raise
+        _set_n_features(estimator, info.n_features)
+        return cluster, info, None
+    indices = None
+    if is_partition_list(X):
+        parts = [check_array(p, accept_sparse="csr", dtype=FLOAT_DTYPES, ensure_min_samples=0)
+                 for p in X]
+        features = sorted({p.shape[1] for p in parts})
+        if len(features) > 1:
+            raise ValueError(
+                f"Partitions have different numbers of features {features}; "
+                "every worker must hold the same columns."
+            )
+        _set_n_features(estimator, features[0])
+    else:
+        X = validate_data(estimator, X, accept_sparse="csr", dtype=FLOAT_DTYPES,
+                          ensure_min_samples=min_samples)
+        if split_rows is None:
+            raise TypeError("estimator_cluster needs split_rows to split one matrix.")
+        from kernelscale.partition import split
+
+        indices = split_rows(X.shape[0])
+        parts = split(X, indices)
+    info = PartitionInfo(n_rows=tuple(int(p.shape[0]) for p in parts),
+                         n_features=int(estimator.n_features_in_),
+                         is_sparse=any(sp.issparse(p) for p in parts))
+    return make_cluster(parts, backend, client, **options), info, indices
+
+
+def add_dask_args(parser) -> None:
+    """Add ``--scheduler`` / ``--dask-workers`` (exclusive) and ``--timeout`` to a CLI parser.
+
+    The ``kernelscale`` command opens the client they ask for (``args.client``,
+    ``None`` for in-process) around every subcommand.
+    """
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--scheduler", help="run on an existing Dask cluster (tcp://host:8786)")
+    group.add_argument("--dask-workers", type=int,
+                       help="start a local Dask cluster of N single-threaded worker processes")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="Dask only: seconds a round may take before it fails (default 600)")
+
+
+@contextlib.contextmanager
+def cli_client(args):
+    """The Dask client asked for by ``--scheduler`` / ``--dask-workers`` (``None``: in-process).
+
+    A context manager: a local cluster started for ``--dask-workers`` stops at exit.
+    """
+    scheduler, n_workers = getattr(args, "scheduler", None), getattr(args, "dask_workers", None)
+    if scheduler is None and n_workers is None:
+        yield None
+        return
+    with dask_client(scheduler, n_workers) as client:
+        yield client
+
+
 def dask_client(scheduler: str | None = None, n_workers: int | None = None):
     """A ``distributed.Client``: to ``scheduler``, or to a new local cluster.
 
@@ -151,4 +299,16 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None):
         n_workers=int(n_workers), threads_per_worker=1, processes=True, dashboard_address=":0"
     )
 
-__all__ = ["BACKENDS", "dask_client", "is_dask_array", "is_loader", "make_cluster"]
+__all__ = [
+    "BACKENDS",
+    "add_dask_args",
+    "cli_client",
+    "dask_client",
+    "dask_options",
+    "estimator_cluster",
+    "is_dask_array",
+    "is_loader",
+    "is_loader_list",
+    "is_partition_list",
+    "make_cluster",
+]

@@ -6,8 +6,10 @@
 
 One file is split into feature blocks by ``--blocks`` (an int for even blocks or
 comma-separated sizes); several files are the parties' own blocks (same rows, in
-the same order). Writes the training samples' coordinates (``--out``, ``.npy``)
-and prints the communication ledger.
+the same order), each read by its party: with ``--scheduler`` / ``--dask-workers``
+on its Dask worker, so the file must be readable there and its rows never pass
+through this machine. Writes the training samples' coordinates (``--out``,
+``.npy``) and prints the communication ledger.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import sys
 
 import numpy as np
 
+from kernelscale.runtime import WorkerError
+from kernelscale.runtime.build import add_dask_args, cli_client
 from kernelscale.vertical.oneshot import VERTICAL_KERNELS
 
 
@@ -64,20 +68,27 @@ def add_subcommand(subparsers) -> None:
     )
     p.add_argument("--no-center", action="store_true", help="do not centre the fused kernel")
     p.add_argument("--out", default=None, help="write the training embedding (.npy)")
+    add_dask_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Fit :class:`VerticalKernelPCA` on the files; exit code (2 on user mistakes)."""
+    if not hasattr(args, "client"):  # not run through kernelscale.cli.main
+        with cli_client(args) as args.client:
+            return run(args)
     from kernelscale.datasets import load
     from kernelscale.vertical.estimator import VerticalKernelPCA
 
     try:
-        arrays = [load(path) for path in args.data]
-        if any(not isinstance(a, np.ndarray) for a in arrays):
-            raise ValueError(
-                "vertical kernel PCA needs dense data; sparse files are not supported."
-            )
+        if len(args.data) == 1:
+            X = load(args.data[0])
+            if not isinstance(X, np.ndarray):
+                raise ValueError(
+                    "vertical kernel PCA needs dense data; sparse files are not supported."
+                )
+        else:  # one file per party, read by the party (the paths are loaders)
+            X = list(args.data)
         blocks = _blocks(args.blocks)
         estimator = VerticalKernelPCA(
             n_components=args.n_components,
@@ -88,10 +99,12 @@ def run(args: argparse.Namespace) -> int:
             coef0=args.coef0,
             center=not args.no_center,
             feature_blocks=blocks,
+            backend="local" if args.client is None else "dask",
+            client=args.client,
+            timeout=args.timeout,
         )
-        X = arrays[0] if len(arrays) == 1 else [np.asarray(a) for a in arrays]
         estimator.fit(X)
-    except (ValueError, TypeError, FileNotFoundError, OSError) as exc:
+    except (ValueError, TypeError, FileNotFoundError, OSError, WorkerError) as exc:
         print(f"kernelscale vertical: {exc}", file=sys.stderr)
         return 2
     embedding = estimator.model_.training_embedding()

@@ -2,19 +2,46 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, make_kernel
 from kernelscale.partition import feature_block_partition
-from kernelscale.runtime import BACKENDS, Ledger, make_cluster
-from kernelscale.vertical.oneshot import VERTICAL_KERNELS, one_shot_kpca
+from kernelscale.runtime import Ledger, make_cluster
+from kernelscale.runtime.build import dask_options, is_loader, is_loader_list
+from kernelscale.vertical.oneshot import VERTICAL_KERNELS, one_shot_kpca, validate_vertical
 from kernelscale.vertical.projection import vertical_transform
 
 
 def _is_block_list(X) -> bool:
     return isinstance(X, (list, tuple)) and len(X) > 0 and all(np.ndim(b) == 2 for b in X)
+
+
+def stack_rows(train, new):
+    """A party's block for a transform: its training rows, then the new samples' rows.
+
+    Either part may be a loader (a path or a callable, see
+    :func:`kernelscale.runtime.make_cluster`); ``functools.partial(stack_rows, ...)``
+    is itself a picklable loader, so on Dask the party loads its training block on
+    its own worker.
+    """
+    from kernelscale.runtime.dask_actor import load_partition
+
+    train = load_partition(train) if is_loader(train) else train
+    new = load_partition(new) if is_loader(new) else new
+    if np.ndim(new) != 2 or new.shape[1] != train.shape[1]:
+        raise ValueError(
+            f"The new samples' block has shape {np.shape(new)}; this party holds "
+            f"{train.shape[1]} features."
+        )
+    if sp.issparse(train) or sp.issparse(new):
+        return sp.vstack([sp.csr_matrix(train), sp.csr_matrix(new)], format="csr")
+    train = np.asarray(train)
+    return np.vstack([train, np.asarray(new).astype(train.dtype, copy=False)])
 
 
 class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -59,6 +86,12 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         Run the parties in-process, or each in a Dask actor (same result, same words).
     client : distributed.Client, optional
         The Dask client for ``backend='dask'``.
+    retry_lost : bool, default=False
+        Dask only: rebuild a party whose worker died on a live worker (reloaded from
+        its loader or scattered again; the extra words go to the phase 'recovery')
+        instead of raising ``WorkerError``.
+    timeout : float, optional
+        Dask only: seconds a round may take before it fails (default 600).
     random_state : int, Generator or None, default=None
         Unused by the one-shot algorithm (it is deterministic); kept for the API.
 
@@ -69,6 +102,8 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     model_ : VerticalKPCAModel
     feature_blocks_ : list of ndarray
         Column indices of each party in the full ``X`` (contiguous when fitted on blocks).
+    X_fit_blocks_ : list of ndarray or of loaders
+        The parties' training blocks (or their loaders), needed by ``transform``.
     communication_ : Ledger
         The messages of the fit (phases ``setup`` and ``fit``).
     n_features_in_ : int
@@ -81,6 +116,15 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     Dense input only. The estimator keeps the parties' training blocks
     (``X_fit_blocks_``), like ``KernelPCA`` keeps ``X_fit_``: they stand for the
     parties' own storage and are never sent.
+
+    ``fit`` and ``transform`` also take one loader per party (a file path or a
+    picklable callable, as in :func:`kernelscale.runtime.make_cluster`): on Dask each
+    party loads its block on its own worker, and ``X_fit_blocks_`` keeps the
+    loaders, so ``transform`` has each party reload its training block there and
+    append the new samples' block (given as arrays, sent to the party that holds
+    those features, or as loaders too). The block sizes are then learnt through
+    the runtime: the ``setup`` phase holds one more ``describe feature blocks``
+    round than a fit on arrays; the ``fit`` words are the same.
 
     Examples
     --------
@@ -107,6 +151,8 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         chunk_size=DEFAULT_CHUNK_SIZE,
         backend="local",
         client=None,
+        retry_lost=False,
+        timeout=None,
         random_state=None,
     ):
         self.n_components = n_components
@@ -120,14 +166,18 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.chunk_size = chunk_size
         self.backend = backend
         self.client = client
+        self.retry_lost = retry_lost
+        self.timeout = timeout
         self.random_state = random_state
 
     def fit(self, X, y=None):
-        """Fit on ``X`` (split by ``feature_blocks``) or on a list of the parties' blocks."""
+        """Fit on ``X`` (split by ``feature_blocks``) or on the parties' blocks or loaders."""
         if self.kernel not in VERTICAL_KERNELS:
             raise ValueError(
                 f"Unknown kernel {self.kernel!r}; choose one of {', '.join(VERTICAL_KERNELS)}."
             )
+        if is_loader_list(X):
+            return self._fit_loaders(list(X))
         if _is_block_list(X):
             blocks = [check_array(b, dtype=[np.float64, np.float32]) for b in X]
             sizes = [b.shape[1] for b in blocks]
@@ -144,23 +194,41 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             blocks_spec = min(2, X.shape[1]) if self.feature_blocks is None else self.feature_blocks
             self.feature_blocks_ = feature_block_partition(X.shape[1], blocks_spec)
             blocks = [np.ascontiguousarray(X[:, cols]) for cols in self.feature_blocks_]
-        n_samples = blocks[0].shape[0]
-        if n_samples < 2:
-            raise ValueError(f"n_samples={n_samples}: kernel PCA needs at least 2 samples.")
-        if int(self.n_components) != self.n_components or not 1 <= self.n_components <= n_samples:
-            raise ValueError(
-                f"n_components={self.n_components!r} must be an integer in "
-                f"[1, n_samples={n_samples}]."
-            )
-        kernel = make_kernel(
-            self.kernel,
-            gamma=self.gamma,
-            degree=self.degree,
-            coef0=self.coef0,
-            n_features=self.n_features_in_,
-        )
-        cluster = self._make_cluster(blocks)
+        return self._fit_cluster(self._make_cluster(blocks), blocks[0].shape[0], blocks)
+
+    def _fit_loaders(self, loaders):
+        """Fit on one loader per party: the blocks are loaded (on Dask: on the workers)."""
+        cluster = self._make_cluster(loaders)
         try:
+            info = validate_vertical(cluster)
+        except BaseException:
+            cluster.close()
+            raise
+        self.feature_blocks_ = feature_block_partition(sum(info.block_sizes),
+                                                       list(info.block_sizes))
+        self.n_features_in_ = int(sum(info.block_sizes))
+        if hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        return self._fit_cluster(cluster, info.n_samples, loaders)
+
+    def _fit_cluster(self, cluster, n_samples, fit_blocks):
+        """Run the one-shot protocol on the parties' cluster (closed afterwards)."""
+        try:
+            if n_samples < 2:
+                raise ValueError(f"n_samples={n_samples}: kernel PCA needs at least 2 samples.")
+            if (int(self.n_components) != self.n_components
+                    or not 1 <= self.n_components <= n_samples):
+                raise ValueError(
+                    f"n_components={self.n_components!r} must be an integer in "
+                    f"[1, n_samples={n_samples}]."
+                )
+            kernel = make_kernel(
+                self.kernel,
+                gamma=self.gamma,
+                degree=self.degree,
+                coef0=self.coef0,
+                n_features=self.n_features_in_,
+            )
             self.model_ = one_shot_kpca(
                 cluster,
                 kernel,
@@ -171,7 +239,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             )
         finally:
             cluster.close()
-        self.X_fit_blocks_ = blocks
+        self.X_fit_blocks_ = fit_blocks
         self.communication_ = cluster.ledger
         self.eigenvalues_ = self.model_.eigenvalues
         self.eigenvectors_ = self.model_.eigenvectors
@@ -179,9 +247,19 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         return self
 
     def distributed_transform(self, X) -> tuple[np.ndarray, Ledger]:
-        """Project new samples through the parties; also return the ledger of that run."""
+        """Project new samples through the parties; also return the ledger of that run.
+
+        ``X``: the new samples (all features), their blocks (one per party) or one
+        loader per party.
+        """
         check_is_fitted(self)
-        if _is_block_list(X):
+        if is_loader_list(X):
+            if len(X) != len(self.feature_blocks_):
+                raise ValueError(
+                    f"Got {len(X)} loaders for {len(self.feature_blocks_)} parties."
+                )
+            new_blocks = list(X)
+        elif _is_block_list(X):
             new_blocks = [check_array(b, dtype=[np.float64, np.float32]) for b in X]
             sizes = tuple(b.shape[1] for b in new_blocks)
             if sizes != tuple(len(c) for c in self.feature_blocks_):
@@ -192,10 +270,12 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         else:
             X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
             new_blocks = [X[:, cols] for cols in self.feature_blocks_]
-        parties = [
-            np.vstack([train, new.astype(train.dtype, copy=False)])
-            for train, new in zip(self.X_fit_blocks_, new_blocks, strict=True)
-        ]
+        pairs = list(zip(self.X_fit_blocks_, new_blocks, strict=True))
+        if any(is_loader(part) for pair in pairs for part in pair):
+            # Each party stacks its own rows (on Dask: on its worker).
+            parties = [functools.partial(stack_rows, train, new) for train, new in pairs]
+        else:
+            parties = [stack_rows(train, new) for train, new in pairs]
         cluster = self._make_cluster(parties)
         try:
             Z = vertical_transform(cluster, self.model_, chunk_size=int(self.chunk_size))
@@ -204,9 +284,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         return Z, cluster.ledger
 
     def _make_cluster(self, blocks):
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}.")
-        return make_cluster(blocks, self.backend, self.client)
+        return make_cluster(blocks, self.backend, self.client, **dask_options(self))
 
     def transform(self, X):
         """Coordinates of new samples on the fitted components (distributed eq. (9)/(10))."""

@@ -1,0 +1,79 @@
+"""The CLI's Dask flags: ``--dask-workers 2`` gives the in-process model and words.
+
+Each test runs a subcommand twice through ``kernelscale.cli.main``: in-process,
+then on a local Dask cluster of two worker processes that the CLI starts (and
+stops) itself. The saved model or embedding agrees to 1e-10 and the printed
+ledger is the same.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed")
+
+from kernelscale.cli import build_parser, main  # noqa: E402
+from kernelscale.model import load_model  # noqa: E402
+
+TOL = 1e-10
+
+
+@pytest.fixture(scope="module")
+def digits():
+    from sklearn.datasets import load_digits
+
+    X = load_digits().data[:300]
+    return (X - X.mean(axis=0)) / np.maximum(X.std(axis=0), 1e-12)
+
+
+def run(argv, capsys):
+    assert main(argv) == 0
+    return capsys.readouterr()
+
+
+def test_fit_on_dask_workers(digits, tmp_path, capsys):
+    np.save(tmp_path / "X.npy", digits)
+    argv = ["fit", "--data", str(tmp_path / "X.npy"), "--n-components", "3", "--workers", "3",
+            "--landmarks", "40", "--seed", "1"]
+    local = run([*argv, "--out", str(tmp_path / "local.npz")], capsys)
+    remote = run([*argv, "--out", str(tmp_path / "dask.npz"), "--dask-workers", "2",
+                  "--timeout", "120"], capsys)
+    words = [re.search(r"; ([\d,]+) words;", out.out).group(1) for out in (local, remote)]
+    assert words[0] == words[1] and int(words[0].replace(",", "")) > 0
+    # the fit-phase summary (stderr, without --quiet): every round's words, by kind
+    summary = local.err[local.err.index("communication (fit)"):].strip()
+    assert "by kind" in summary and summary in remote.err
+    a, b = load_model(tmp_path / "local.npz"), load_model(tmp_path / "dask.npz")
+    np.testing.assert_allclose(a.transform(digits[:50]), b.transform(digits[:50]),
+                               rtol=TOL, atol=TOL)
+
+
+def test_vertical_on_dask_workers(digits, tmp_path, capsys):
+    """Several files: each party reads its own file (on its Dask worker)."""
+    paths = []
+    for j, cols in enumerate((slice(0, 20), slice(20, 40), slice(40, 64))):
+        paths.append(str(tmp_path / f"party{j}.npy"))
+        np.save(paths[-1], digits[:, cols])
+    argv = ["vertical", "--data", *paths, "--gamma", "0.005", "--n-components", "3",
+            "--n-local-components", "8"]
+    local = run([*argv, "--out", str(tmp_path / "local.npy")], capsys)
+    remote = run([*argv, "--out", str(tmp_path / "dask.npy"), "--dask-workers", "2"], capsys)
+    assert "local eigenpairs" in local.out and local.out == remote.out  # ledger and eigenvalues
+    np.testing.assert_allclose(np.load(tmp_path / "local.npy"), np.load(tmp_path / "dask.npy"),
+                               rtol=TOL, atol=TOL)
+
+
+@pytest.mark.parametrize("command", ["fit", "demo", "vertical"])
+def test_scheduler_and_dask_workers_exclude_each_other(command, capsys):
+    parser = build_parser()
+    args = parser.parse_args([command, "--data", "x.npy", "--out", "m.npz", "--timeout", "5"]
+                             if command == "fit" else
+                             [command, "--data", "x.npy"] if command == "vertical" else [command])
+    assert args.scheduler is None and args.dask_workers is None
+    assert args.timeout == (5.0 if command == "fit" else None)
+    with pytest.raises(SystemExit):
+        parser.parse_args([command, "--scheduler", "tcp://h:8786", "--dask-workers", "2"])
+    assert "not allowed with argument" in capsys.readouterr().err
