@@ -6,9 +6,13 @@ Algorithm 1 step 19; paper 001, section 6.6):
 1. every worker finds a constant-factor local solution ``B_i`` (k-means++ then
    Lloyd, scikit-learn's :class:`~sklearn.cluster.KMeans`) and reports its cost;
 2. worker ``i`` samples ``t_i = C cost_i / sum_j cost_j`` of its points with
-   probability proportional to their squared distance ``m_p`` to ``B_i``, each
-   with weight ``sum_j cost_j / (C m_p)``; every local centre carries the rest of
-   the weight of its points, ``|P_b| - sum_{q in S, q in P_b} w_q``;
+   probability proportional to the sensitivity bound
+   ``m_p = d(p, B_i)^2 + cost(P_b, B_i) / |P_b|`` (the squared distance of ``p``
+   to its nearest local centre ``b`` plus the mean squared distance of ``b``'s
+   cluster ``P_b``), each with weight ``sum_j cost_j / (C m_p)``, where
+   ``cost_i = sum_{p on worker i} m_p`` (twice the local k-means cost); every
+   local centre carries the rest of the weight of its points,
+   ``|P_b| - sum_{q in S, q in P_b} w_q``;
 3. the master runs weighted k-means on the union of the coresets and broadcasts
    the centres; the workers label their points.
 
@@ -98,7 +102,7 @@ def local_solution_step(state, n_clusters, source, seed, responds=True):
 
 
 def coreset_step(state, *request):
-    """Worker step 2: sample ``n_sampled`` points by squared distance, weight them.
+    """Worker step 2: sample ``n_sampled`` points in proportion to ``m_p``, weight them.
 
     ``request`` is ``(n_sampled, total_cost, coreset_size, source, point_kind)``;
     a worker that dropped out gets no request and sends nothing.
