@@ -185,3 +185,24 @@ def test_approximation_error(center):
     assert no_ref["error"] == pytest.approx(result["error"], rel=1e-10)
     # Evaluation runs on its own cluster: the fit ledger is unchanged.
     assert est.communication_.phases() == ["setup", "fit"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_embedding_dtype_float32_similar_error_same_words(seed):
+    X = _data(n=300, d=6, seed=seed)
+    fits = {dtype: _estimator(embedding_dtype=dtype, random_state=seed).fit(X)
+            for dtype in ("float64", "float32")}
+    assert fits["float32"].get_params()["embedding_dtype"] == "float32"
+    w64 = fits["float64"].communication_.total_words()
+    # The option costs one config word per worker; every other message is the same size.
+    assert fits["float32"].communication_.total_words() == w64 + 3
+    assert fits["float32"].landmarks_.shape == fits["float64"].landmarks_.shape
+    excess = {d: est.approximation_error(X)["excess_ratio"] for d, est in fits.items()}
+    # float32 only perturbs the sampling probabilities: the fit is as good (bound: +0.1).
+    assert excess["float32"] < excess["float64"] + 0.1
+    assert excess["float32"] < 0.5
+
+
+def test_embedding_dtype_is_validated():
+    with pytest.raises(ValueError, match="embedding_dtype must be"):
+        _estimator(embedding_dtype="float16").fit(_data())

@@ -76,6 +76,12 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         p, rows of the sketch of the embedded data when ``messages='sketch'``.
     n_random_features : int, default=2000
         m, random features behind the embedding (and of 'random_features').
+    embedding_dtype : {'float64', 'float32'}, default='float64'
+        Precision of the random features behind disKPCA's leverage-score
+        embedding. It only sets sampling probabilities (everything after
+        sampling is float64): 'float32' halves the embedding's memory and is
+        several times faster at scale, at the cost of one config word per
+        worker. Ignored by the other methods.
     messages : {'gram', 'sketch'}, default='gram'
         Exact Gram messages (fewer words) or the paper's sketched messages.
     center : bool, default=False
@@ -112,8 +118,9 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     def __init__(self, n_components=10, *, kernel="rbf", gamma=None, degree=None, coef0=1.0,
                  n_workers=5, partition="power_law", method="diskpca", n_landmarks=400,
                  n_leverage=None, embedding_dim=50, row_sketch_dim=250, n_random_features=2000,
-                 messages="gram", center=False, chunk_size=4096, backend="local", client=None,
-                 retry_lost=False, timeout=None, random_state=None):
+                 embedding_dtype="float64", messages="gram", center=False, chunk_size=4096,
+                 backend="local", client=None, retry_lost=False, timeout=None,
+                 random_state=None):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
@@ -127,6 +134,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.embedding_dim = embedding_dim
         self.row_sketch_dim = row_sketch_dim
         self.n_random_features = n_random_features
+        self.embedding_dtype = embedding_dtype
         self.messages = messages
         self.center = center
         self.chunk_size = chunk_size
@@ -151,6 +159,9 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             raise ValueError(f"Unknown method {self.method!r}; choose one of {list(METHODS)}.")
         if self.kernel not in KERNELS:
             raise ValueError(f"Unknown kernel {self.kernel!r}; choose one of {KERNELS}.")
+        if self.embedding_dtype not in ("float64", "float32"):
+            raise ValueError("embedding_dtype must be 'float64' or 'float32', got "
+                             f"{self.embedding_dtype!r}.")
         rng = as_generator(self.random_state)
         cluster = self._make_cluster(X, y, rng)
         try:
@@ -160,7 +171,8 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 n_landmarks=self.n_landmarks, n_leverage=self.n_leverage,
                 embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
                 n_random_features=self.n_random_features, messages=self.messages,
-                center=self.center, chunk_size=self.chunk_size, random_state=rng)
+                center=self.center, chunk_size=self.chunk_size, random_state=rng,
+                embedding_dtype=self.embedding_dtype)
         finally:
             cluster.close()
         self.communication_ = cluster.ledger
