@@ -157,9 +157,25 @@ def _load(path):
     return load(path)
 
 
+def _check_out(path) -> Path:
+    """Fail before the work, not after it, when ``path`` cannot be written."""
+    out = Path(path)
+    parent = out.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise UsageError(f"cannot write {path}: {parent} is not a directory")
+    if not out.parent.is_dir():
+        raise UsageError(f"cannot write {path}: no directory {out.parent}")
+    if out.is_dir():
+        raise UsageError(f"cannot write {path}: it is a directory")
+    return out
+
+
 def run_fit(args) -> int:
     from kernelscale.model import save_model
 
+    _check_out(args.out)
     X = _load(args.data)
     est = _make_estimator(args, X, args.method)
     start = time.perf_counter()
@@ -176,6 +192,9 @@ def run_fit(args) -> int:
 def run_transform(args) -> int:
     from kernelscale.model import load_model
 
+    out = _check_out(args.out)
+    if out.suffix not in (".npy", ".csv"):
+        raise UsageError(f"--out must end in .npy or .csv, got {out.name}")
     model = load_model(args.model)
     X = _load(args.data)
     n_in = (getattr(model, "n_features_in", None) or getattr(model, "n_features_in_", None)
@@ -183,31 +202,44 @@ def run_transform(args) -> int:
     if X.shape[1] != n_in:
         raise UsageError(f"{args.data} has {X.shape[1]} features; the model expects {n_in}.")
     Z = model.transform(X)
-    out = Path(args.out)
     if out.suffix == ".npy":
         np.save(out, Z)
-    elif out.suffix == ".csv":
-        np.savetxt(out, Z, delimiter=",")
     else:
-        raise UsageError(f"--out must end in .npy or .csv, got {out.name}")
+        np.savetxt(out, Z, delimiter=",")
     print(f"wrote {Z.shape[0]} x {Z.shape[1]} to {out}")
     return 0
+
+
+def _one_line(message) -> str:
+    """``message`` on a single line (exception texts may hold newlines)."""
+    return " ".join(str(message).split())
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` for the CLI: one line, no source line."""
+    print(f"kernelscale: warning: {_one_line(message)}", file=sys.stderr)
 
 
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    saved_showwarning = warnings.showwarning
     try:
         # The Dask client of --scheduler / --dask-workers (None: in-process).
         with warnings.catch_warnings(), cli_client(args) as args.client:
             warnings.simplefilter("default")
+            warnings.showwarning = _show_warning
             return args.func(args)
-    except (UsageError, ValueError, TypeError, FileNotFoundError, ImportError) as exc:
-        print(f"kernelscale: error: {exc}", file=sys.stderr)
+    except (UsageError, ValueError, TypeError, OSError, ImportError) as exc:
+        # OSError: missing files, and paths that cannot be written (an --out
+        # inside a file or a missing directory, no permission).
+        print(f"kernelscale: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("kernelscale: interrupted", file=sys.stderr)
         return 130
+    finally:
+        warnings.showwarning = saved_showwarning
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ Files are ``.npz`` archives of plain arrays plus a JSON header, loaded with
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -214,11 +215,17 @@ def load_model(path):
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"No model file at {path}.")
+    not_a_model = (f"{path} is not a kernelscale model file (.npz); write one with "
+                   "'kernelscale fit' or save_model.")
+    # np.load also reads a plain .npy (an array, not an archive) and text files
+    # raise their own confusing errors: only a zip archive can be a model.
+    if not path.is_file() or not zipfile.is_zipfile(path):
+        raise ValueError(not_a_model)
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
-    except (ValueError, OSError) as exc:
-        raise ValueError(f"{path} is not a kernelscale model file (.npz): {exc}") from exc
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise ValueError(f"{not_a_model[:-1]} ({exc}).") from exc
     if "__header__" not in arrays and "params" in arrays:
         # A streaming model (kernelscale.streaming.save_streaming_model): an estimator.
         from kernelscale.streaming import load_streaming_model

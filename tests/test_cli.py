@@ -1,0 +1,223 @@
+"""The main CLI: ``kernelscale demo``, ``fit`` and ``transform`` through ``main``.
+
+A demo smoke run, fit/transform round trips on every file format, and the
+project's rule for user mistakes: one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from kernelscale.cli import DEMO_METHODS, build_parser, main
+from kernelscale.datasets import load
+from kernelscale.model import load_model
+
+SMALL = ["--n-components", "3", "--workers", "3", "--landmarks", "30", "--seed", "1"]
+
+
+@pytest.fixture(scope="module")
+def digits():
+    from sklearn.datasets import load_digits
+
+    X = load_digits().data[:200]
+    return (X - X.mean(axis=0)) / np.maximum(X.std(axis=0), 1e-12)
+
+
+@pytest.fixture
+def data_npy(digits, tmp_path):
+    path = tmp_path / "X.npy"
+    np.save(path, digits)
+    return path
+
+
+@pytest.fixture
+def model_npz(data_npy, tmp_path, capsys):
+    path = tmp_path / "model.npz"
+    assert main(["fit", "--data", str(data_npy), "--out", str(path), "--quiet", *SMALL]) == 0
+    capsys.readouterr()
+    return path
+
+
+def write_data(X, path):
+    if path.suffix == ".npy":
+        np.save(path, X)
+    elif path.suffix == ".csv":
+        np.savetxt(path, X, delimiter=",")
+    else:
+        from sklearn.datasets import dump_svmlight_file
+
+        dump_svmlight_file(X, np.zeros(X.shape[0]), str(path))
+
+
+def one_error_line(argv, capsys) -> str:
+    """Run ``main(argv)``: exit code 2 and exactly one stderr line, returned."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("kernelscale: error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_demo_smoke(capsys):
+    assert main(["demo", "--landmarks", "50", "--workers", "3", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    rows = {}
+    for line in out.splitlines():
+        for method, messages in DEMO_METHODS:
+            name = f"{method} ({messages})" if method == "diskpca" else method
+            if line.startswith(name + " ") or line.startswith(name + "* "):
+                rows[name] = line.split()
+    expected = {f"{m} ({msg})" if m == "diskpca" else m for m, msg in DEMO_METHODS}
+    assert set(rows) == expected, out
+    # the exact method is the rank-k optimum: excess ratio 0, err/opt 1
+    excess, ratio = rows["exact"][1:3]
+    assert abs(float(excess)) < 1e-4 and abs(float(ratio) - 1) < 1e-4
+    for name, cols in rows.items():
+        assert int(cols[-3].replace(",", "")) > 0, name  # fit words
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".csv", ".svm"])
+@pytest.mark.parametrize("out_suffix", [".npy", ".csv"])
+def test_fit_transform_round_trip(digits, tmp_path, capsys, suffix, out_suffix):
+    data = tmp_path / f"X{suffix}"
+    write_data(digits, data)
+    model, out = tmp_path / "m.npz", tmp_path / f"Z{out_suffix}"
+    assert main(["fit", "--data", str(data), "--out", str(model), "--quiet", *SMALL]) == 0
+    assert "model written to" in capsys.readouterr().out
+    assert main(["transform", "--model", str(model), "--data", str(data),
+                 "--out", str(out)]) == 0
+    assert capsys.readouterr().out.startswith("wrote 200 x 3")
+    Z = np.load(out) if out_suffix == ".npy" else np.loadtxt(out, delimiter=",")
+    expected = load_model(model).transform(load(data))
+    np.testing.assert_allclose(Z, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_fit_methods_round_trip(data_npy, tmp_path, capsys):
+    for method in ("exact", "random_features"):
+        model, out = tmp_path / f"{method}.npz", tmp_path / f"{method}.npy"
+        assert main(["fit", "--data", str(data_npy), "--out", str(model), "--method", method,
+                     "--quiet", *SMALL]) == 0
+        assert main(["transform", "--model", str(model), "--data", str(data_npy),
+                     "--out", str(out)]) == 0
+        np.testing.assert_allclose(np.load(out), load_model(model).transform(np.load(data_npy)),
+                                   rtol=1e-12, atol=1e-12)
+    capsys.readouterr()
+
+
+def test_missing_data_file(tmp_path, capsys):
+    line = one_error_line(["fit", "--data", str(tmp_path / "nope.npy"),
+                           "--out", str(tmp_path / "m.npz")], capsys)
+    assert "nope.npy" in line
+
+
+def test_missing_model_file(data_npy, tmp_path, capsys):
+    line = one_error_line(["transform", "--model", str(tmp_path / "nope.npz"),
+                           "--data", str(data_npy), "--out", str(tmp_path / "Z.npy")], capsys)
+    assert "nope.npz" in line
+
+
+def test_wrong_feature_count(digits, model_npz, tmp_path, capsys):
+    np.save(tmp_path / "X5.npy", digits[:, :5])
+    line = one_error_line(["transform", "--model", str(model_npz),
+                           "--data", str(tmp_path / "X5.npy"),
+                           "--out", str(tmp_path / "Z.npy")], capsys)
+    assert "5 features" in line and "64" in line
+
+
+def test_bad_out_suffix(data_npy, model_npz, tmp_path, capsys):
+    line = one_error_line(["transform", "--model", str(model_npz), "--data", str(data_npy),
+                           "--out", str(tmp_path / "Z.txt")], capsys)
+    assert "--out must end in .npy or .csv" in line
+
+
+@pytest.mark.parametrize("command", ["fit", "transform"])
+def test_nan_in_data(digits, model_npz, tmp_path, capsys, command):
+    X = digits.copy()
+    X[3, 3] = np.nan
+    np.save(tmp_path / "nan.npy", X)
+    if command == "fit":
+        argv = ["fit", "--data", str(tmp_path / "nan.npy"), "--out", str(tmp_path / "m2.npz")]
+    else:
+        argv = ["transform", "--model", str(model_npz), "--data", str(tmp_path / "nan.npy"),
+                "--out", str(tmp_path / "Z.npy")]
+    assert "NaN" in one_error_line(argv, capsys)
+
+
+def test_zero_components(data_npy, tmp_path, capsys):
+    line = one_error_line(["fit", "--data", str(data_npy), "--out", str(tmp_path / "m.npz"),
+                           "--n-components", "0", "--quiet"], capsys)
+    assert "n_components" in line
+
+
+@pytest.mark.parametrize("kind", ["npy", "text", "directory", "zip"])
+def test_model_path_not_a_model(data_npy, tmp_path, capsys, kind):
+    if kind == "npy":
+        model = data_npy  # a plain array file, not an npz archive
+    elif kind == "text":
+        model = tmp_path / "model.npz"
+        model.write_text("not a model\n")
+    elif kind == "directory":
+        model = tmp_path / "dir.npz"
+        model.mkdir()
+    else:
+        model = tmp_path / "other.npz"
+        np.savez(model, a=np.arange(3))  # an npz, but not one of kernelscale's
+    line = one_error_line(["transform", "--model", str(model), "--data", str(data_npy),
+                           "--out", str(tmp_path / "Z.npy")], capsys)
+    assert str(model) in line
+    if kind != "zip":
+        assert "is not a kernelscale model file (.npz)" in line
+
+
+def test_load_model_rejects_plain_npy(data_npy):
+    with pytest.raises(ValueError, match=r"is not a kernelscale model file \(\.npz\)"):
+        load_model(data_npy)
+
+
+@pytest.mark.parametrize("command", ["fit", "transform"])
+def test_out_inside_a_file(data_npy, model_npz, tmp_path, capsys, command):
+    if command == "fit":
+        argv = ["fit", "--data", str(data_npy), "--out", str(data_npy / "m.npz"), "--quiet"]
+    else:
+        argv = ["transform", "--model", str(model_npz), "--data", str(data_npy),
+                "--out", str(data_npy / "Z.npy")]
+    assert "not a directory" in one_error_line(argv, capsys)
+    assert data_npy.is_file()
+
+
+def test_out_in_missing_directory(data_npy, tmp_path, capsys):
+    one_error_line(["fit", "--data", str(data_npy), "--out", str(tmp_path / "no" / "m.npz"),
+                    "--quiet", *SMALL], capsys)
+
+
+def test_unwritable_out_is_an_error_not_a_traceback(data_npy, tmp_path, capsys, monkeypatch):
+    """An OSError raised while writing (after the checks) is still one line, code 2."""
+    import kernelscale.model
+
+    def fail(model, path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(kernelscale.model, "save_model", fail)
+    line = one_error_line(["fit", "--data", str(data_npy), "--out", str(tmp_path / "m.npz"),
+                           "--quiet", *SMALL], capsys)
+    assert "Permission denied" in line
+
+
+def test_warning_is_one_line(data_npy, tmp_path, capsys):
+    before = warnings.showwarning
+    argv = ["fit", "--data", str(data_npy), "--out", str(tmp_path / "m.npz"), "--quiet",
+            "--n-components", "3", "--workers", "3", "--landmarks", "5000"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["kernelscale: warning: n_landmarks=5000 exceeds the 200 samples; using 200."]
+    assert warnings.showwarning is before  # restored after main
+
+
+def test_parser_defaults():
+    args = build_parser().parse_args(["fit", "--data", "x.npy", "--out", "m.npz"])
+    assert args.n_components == 10 and args.method == "diskpca"
