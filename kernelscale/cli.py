@@ -56,6 +56,9 @@ def _add_fit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partition", default="power_law", choices=["power_law", "uniform"])
     p.add_argument("--landmarks", type=int, default=400, help="|Y|, the landmark budget")
     p.add_argument("--messages", default="gram", choices=["gram", "sketch"])
+    p.add_argument("--embedding-dtype", default="float64", choices=["float64", "float32"],
+                   help="precision of disKPCA's leverage-score embedding: float32 halves its "
+                   "memory; it only sets sampling probabilities (default float64)")
     p.add_argument("--center", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -110,6 +113,7 @@ def _make_estimator(args, X, method="diskpca", messages=None):
         n_components=args.n_components, kernel=args.kernel, gamma=gamma, degree=degree,
         coef0=args.coef0, n_workers=args.workers, partition=args.partition, method=method,
         n_landmarks=args.landmarks, messages=messages or args.messages, center=args.center,
+        embedding_dtype=args.embedding_dtype,
         random_state=args.seed, backend="local" if args.client is None else "dask",
         client=args.client, timeout=args.timeout)
 

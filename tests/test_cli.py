@@ -221,3 +221,26 @@ def test_warning_is_one_line(data_npy, tmp_path, capsys):
 def test_parser_defaults():
     args = build_parser().parse_args(["fit", "--data", "x.npy", "--out", "m.npz"])
     assert args.n_components == 10 and args.method == "diskpca"
+    assert args.embedding_dtype == "float64"
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_embedding_dtype_reaches_the_estimator(digits, dtype):
+    from kernelscale.cli import _make_estimator
+
+    for command in ("fit", "demo"):
+        extra = ["--data", "x.npy", "--out", "m.npz"] if command == "fit" else []
+        args = build_parser().parse_args([command, *extra, "--embedding-dtype", dtype])
+        args.client = None
+        assert _make_estimator(args, digits).embedding_dtype == dtype
+
+
+def test_fit_with_float32_embedding(data_npy, tmp_path, capsys):
+    model, out = tmp_path / "m.npz", tmp_path / "Z.npy"
+    assert main(["fit", "--data", str(data_npy), "--out", str(model), "--quiet",
+                 "--embedding-dtype", "float32", *SMALL]) == 0
+    assert main(["transform", "--model", str(model), "--data", str(data_npy),
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    np.testing.assert_allclose(np.load(out), load_model(model).transform(np.load(data_npy)),
+                               rtol=1e-12, atol=1e-12)
