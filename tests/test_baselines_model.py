@@ -212,7 +212,9 @@ def test_distributed_error_equals_lowrank_error(which):
     assert result["n_samples"] == n
     assert cluster.ledger.total_words("fit") == 0
     assert cluster.ledger.phases() == ["evaluate"]
-    assert cluster.ledger.upload_words("evaluate") == 4 * 3
+    # n_i, sum k(a, a), sum ||t_a||^2, and for a centred model sum t_a (k words).
+    assert cluster.ledger.upload_words("evaluate") == 4 * (3 + (model.n_components if centred
+                                                                 else 0))
     if centred:
         with pytest.raises(ValueError, match="center_norm_sq"):
             distributed_error(LocalCluster(parts), model)
@@ -242,3 +244,52 @@ def test_baselines_bad_input():
     with pytest.warns(UserWarning, match="n_landmarks=50 exceeds the 30 samples"):
         model = uniform_dislr(LocalCluster(parts), KERNEL, n_components=2, n_landmarks=50)
     assert model.landmarks.shape[0] == 30
+
+
+def _explicit_features(kernel, *blocks):
+    """Rows of an isometric explicit feature map of the stacked blocks (full kernel matrix)."""
+    stacked = np.vstack(blocks)
+    w, U = np.linalg.eigh(kernel(stacked, stacked))
+    Phi = U * np.sqrt(np.clip(w, 0.0, None))
+    return np.split(Phi, np.cumsum([b.shape[0] for b in blocks])[:-1])
+
+
+def _brute_force_centred_error(Phi_eval, Phi_landmarks, coef):
+    """sum_a ||(phi(a) - mu) - V V^T (phi(a) - mu)||^2 with V = phi(Y) C, mu the eval mean."""
+    V = Phi_landmarks.T @ coef
+    centred = Phi_eval - Phi_eval.mean(axis=0)
+    residual = centred - centred @ V @ V.T
+    return float(np.sum(residual**2))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("kernel_name", ["linear", "rbf"])
+@pytest.mark.parametrize("method", ["diskpca", "uniform_batch"])
+def test_centred_error_on_shifted_held_out_data_matches_brute_force(kernel_name, method, seed):
+    """A centred model on other data: centred on that data's mean, exactly, everywhere."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((120, 5)) * [3.0, 2.0, 1.0, 0.5, 0.2]
+    Z = rng.standard_normal((80, 5)) + [4.0, -3.0, 2.0, 0.0, 1.0]  # held out, shifted
+    kernel = make_kernel(kernel_name, gamma=0.1)
+    parts = split(X, make_partition(120, 3, random_state=seed))
+    fit = diskpca if method == "diskpca" else uniform_batch
+    model = fit(LocalCluster(parts), kernel, n_components=3, n_landmarks=30, embedding_dim=10,
+                n_random_features=100, center=True, random_state=seed)
+    if kernel_name == "linear":  # phi(a) = a
+        Phi_Z, Phi_Y = Z, model.landmarks
+    else:
+        Phi_Z, Phi_Y = _explicit_features(kernel, Z, model.landmarks)
+    V = Phi_Y.T @ model.coef
+    np.testing.assert_allclose(V.T @ V, np.eye(3), atol=1e-6)
+    expected = _brute_force_centred_error(Phi_Z, Phi_Y, model.coef)
+    mu2 = kernel_mean_norm_sq(Z, kernel)
+    local = lowrank_error(model, Z)
+    remote = distributed_error(LocalCluster(split(Z, make_partition(80, 4, random_state=1))),
+                               model, mu2, chunk_size=13)
+    for result in (local, remote):
+        assert result["error"] == pytest.approx(expected, rel=1e-6)
+        assert result["trace"] - result["error"] == pytest.approx(result["captured"])
+    # Centred on Z's mean, no rank-3 subspace beats centred KPCA of Z itself.
+    ref = exact_kpca_reference(Z, kernel, 3, center=True)
+    assert local["trace"] == pytest.approx(ref["trace"], rel=1e-9)
+    assert local["error"] >= ref["opt"] * (1 - 1e-9)

@@ -206,3 +206,19 @@ def test_embedding_dtype_float32_similar_error_same_words(seed):
 def test_embedding_dtype_is_validated():
     with pytest.raises(ValueError, match="embedding_dtype must be"):
         _estimator(embedding_dtype="float16").fit(_data())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_centred_approximation_error_on_shifted_data_is_explicit_linear_error(seed):
+    """Linear kernel, center=True, held-out shifted data: the explicit-feature error."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((200, 6)) * [4.0, 3.0, 2.0, 1.0, 0.5, 0.1]
+    Z = rng.standard_normal((100, 6)) * 2.0 + 5.0
+    est = _estimator(kernel="linear", center=True, random_state=seed).fit(X)
+    V = est.landmarks_.T @ est.dual_coef_  # phi(a) = a, V = Y^T C
+    centred = Z - Z.mean(axis=0)
+    expected = float(np.sum((centred - centred @ V @ V.T) ** 2))
+    result = est.approximation_error(Z)
+    assert result["error"] == pytest.approx(expected, rel=1e-8)
+    assert result["ratio"] >= 1 - 1e-9
+    assert result["trace"] == pytest.approx(float(np.sum(centred**2)), rel=1e-10)

@@ -195,9 +195,16 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
         ``X`` is split like the training data (or given as partitions) and the
         error ``sum_a ||phi(a) - V V^T phi(a)||^2`` is computed by the workers
-        under the phase 'evaluate'. With ``reference=True`` (default when
-        n <= 20,000) the exact optimum is computed too, with ``opt``,
-        ``ratio`` (err / opt) and ``excess_ratio`` ((err - opt) / (trace - opt)).
+        under the phase 'evaluate'. With ``center=True``, ``phi(a)`` is centred
+        on the mean of ``X`` itself (not the training mean):
+        ``sum_a ||(phi(a) - mu_X) - V V^T (phi(a) - mu_X)||^2``, what centred KPCA
+        of ``X`` minimises, so ``ratio >= 1`` on held-out data too; on the
+        training data it is the model's reconstruction error (see
+        :mod:`kernelscale.metrics.lowrank`). ``||mu_X||^2`` is computed here, on
+        the stacked ``X`` (O(n^2) kernel evaluations). With ``reference=True``
+        (default when n <= 20,000) the exact optimum is computed too, with
+        ``opt``, ``ratio`` (err / opt) and ``excess_ratio``
+        ((err - opt) / (trace - opt)).
         """
         check_is_fitted(self)
         parts = list(X) if is_partition_list(X) else [X]

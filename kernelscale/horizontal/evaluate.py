@@ -2,46 +2,61 @@
 
 Runs under the phase ``evaluate`` so it never inflates the algorithm's ``fit``
 words. Each worker returns three numbers: its row count, ``sum k(a, a)`` and
-``sum ||transform(a)||^2`` (the kernel trick: no feature vector is formed).
+``sum ||transform(a)||^2`` (the kernel trick: no feature vector is formed); for
+a centred model also ``sum transform(a)`` (k more words), with which the master
+recentres the error on the evaluated data's mean
+(:mod:`kernelscale.metrics.lowrank`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from kernelscale.metrics.lowrank import error_from_sums
+from kernelscale.metrics.lowrank import error_from_sums, is_centred
 from kernelscale.model import MODEL_TYPES
 from kernelscale.runtime import Cluster, Tagged
 
 
 def energy_step(state, message):
-    """Worker: (n_i, sum of k(a, a), sum of squared projections), in chunks."""
+    """Worker: (n_i, sum k(a, a), sum ||transform(a)||^2[, sum transform(a)]), in chunks."""
     arrays, meta = message["model"]
     model = MODEL_TYPES[meta["model_type"]].from_arrays(arrays, meta)
     X, chunk = state.data, message["scalars"]
     diag_sum = captured = 0.0
+    projection_sum = np.zeros(model.n_components)
     for start in range(0, X.shape[0], chunk):
         block = X[start : start + chunk]
         diag_sum += float(model.diag(block).sum())
-        captured += float(np.sum(model.transform(block) ** 2))
-    return np.array([X.shape[0], diag_sum, captured])
+        projections = model.transform(block)
+        captured += float(np.sum(projections**2))
+        projection_sum += projections.sum(axis=0)
+    sums = np.array([X.shape[0], diag_sum, captured])
+    return np.concatenate([sums, projection_sum]) if is_centred(model) else sums
 
 
 def distributed_error(cluster: Cluster, model, center_norm_sq: float | None = None,
                       chunk_size: int = 4096) -> dict:
     """Low-rank approximation error of ``model`` on the cluster's data (phase ``evaluate``).
 
-    Returns ``{'trace', 'captured', 'error', 'n_samples'}``. A centred model also
-    needs ``center_norm_sq`` (``||mu||^2`` of its training data, see
+    Returns ``{'trace', 'captured', 'error', 'n_samples'}``, exactly
+    :func:`kernelscale.metrics.lowrank.lowrank_error` of the stacked data. A
+    centred model's error is centred on the evaluated data's own mean and needs
+    ``center_norm_sq`` = ``||mu_X||^2`` of the evaluated data (see
     :func:`kernelscale.metrics.lowrank.kernel_mean_norm_sq`).
     """
+    if is_centred(model) and center_norm_sq is None:
+        raise ValueError("A centred model's error needs ||mu||^2 (center_norm_sq) of the "
+                         "evaluated data.")
     arrays, meta = model.to_arrays()
     meta = {**meta, "model_type": model.model_type}
     with cluster.phase("evaluate"):
         replies = cluster.broadcast_map(energy_step,
                                         Tagged(model=(arrays, meta), scalars=int(chunk_size)),
                                         round="evaluate: energy", reply_kind="scalars")
-    n, diag_sum, captured = np.sum(replies, axis=0)
-    result = error_from_sums(model, diag_sum, captured, int(n), center_norm_sq)
+    total = np.sum(replies, axis=0)
+    n, diag_sum, captured = total[:3]
+    projection_sum = total[3:] if total.size > 3 else None
+    result = error_from_sums(model, diag_sum, captured, int(n), center_norm_sq,
+                             projection_sum=projection_sum)
     result["n_samples"] = int(n)
     return result

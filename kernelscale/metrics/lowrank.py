@@ -3,9 +3,24 @@
 For a rank-k subspace ``V`` of the feature space, the error of the papers is
 ``err = sum_a ||phi(a) - V V^T phi(a)||^2 = trace - captured`` with
 ``trace = sum_a k(a, a)`` and ``captured = sum_a ||V^T phi(a)||^2``. The optimum
-``opt`` is the sum of all but the top k eigenvalues of the kernel matrix. For a
-centred model, ``phi(a)`` is replaced by ``phi(a) - mu`` and
-``trace = sum_a k(a, a) - n ||mu||^2``.
+``opt`` is the sum of all but the top k eigenvalues of the kernel matrix.
+
+Centred models. The error of a centred model on data ``X`` (training data or
+not) is that of its subspace ``V`` on ``X`` centred on its own feature-space
+mean ``mu_X``::
+
+    err = sum_a ||(phi(a) - mu_X) - V V^T (phi(a) - mu_X)||^2,
+    trace = sum_a k(a, a) - n ||mu_X||^2,
+    captured = sum_a ||V^T (phi(a) - mu_X)||^2 = sum_a ||t_a||^2 - n ||t_bar||^2,
+
+where ``t_a = transform(a) = V^T (phi(a) - mu_train)`` and ``t_bar`` is their mean
+over ``X`` (the shift ``V^T (mu_X - mu_train)`` cancels). This is what centred
+kernel PCA of ``X`` minimises, so ``err >= opt`` of
+``exact_kpca_reference(X, kernel, k, center=True)`` on any ``X``; on the
+training data ``mu_X = mu_train`` and it is the model's reconstruction error.
+(The reconstruction error through the training mean would need ``k(a, x)``
+against every training point, which a model does not keep.) It needs
+``||mu_X||^2`` of the evaluated data and the sum of the projections ``t_a``.
 
 Two ratios are reported: the paper's ``err / opt`` and the excess-energy ratio
 ``(err - opt) / (trace - opt)``, the share of the best capturable energy that
@@ -68,24 +83,44 @@ def exact_kpca_reference(X, kernel: Kernel, n_components: int, center: bool = Fa
 def lowrank_error(model, X, center_norm_sq: float | None = None) -> dict:
     """Error of a fitted model on in-memory data ``X`` (no runtime; for small data).
 
-    For a centred model pass ``center_norm_sq = ||mu||^2`` of the training data
-    (see :func:`kernel_mean_norm_sq`); it defaults to the value computed on ``X``.
+    For a centred model the error is centred on ``X``'s own mean (module
+    docstring); ``center_norm_sq = ||mu_X||^2`` of ``X`` may be passed when
+    known (see :func:`kernel_mean_norm_sq`) and is computed from ``X`` otherwise.
     """
     diag_sum = float(model.diag(X).sum())
-    captured = float(np.sum(model.transform(X) ** 2))
-    return error_from_sums(model, diag_sum, captured, X.shape[0], center_norm_sq, X)
+    projections = model.transform(X)
+    captured = float(np.sum(projections**2))
+    return error_from_sums(model, diag_sum, captured, X.shape[0], center_norm_sq, X,
+                           projections.sum(axis=0))
 
 
-def error_from_sums(model, diag_sum, captured, n, center_norm_sq=None, X=None) -> dict:
-    """Assemble ``{'trace', 'captured', 'error'}`` from the protocol's sums."""
-    centred = getattr(model, "center", None) is not None or getattr(model, "mean", None) is not None
+def is_centred(model) -> bool:
+    """Whether ``model`` subtracts a training mean (landmark ``center`` or feature ``mean``)."""
+    return getattr(model, "center", None) is not None or getattr(model, "mean", None) is not None
+
+
+def error_from_sums(model, diag_sum, captured, n, center_norm_sq=None, X=None,
+                    projection_sum=None) -> dict:
+    """Assemble ``{'trace', 'captured', 'error'}`` from the protocol's sums.
+
+    ``diag_sum = sum_a k(a, a)``, ``captured = sum_a ||transform(a)||^2``. A centred
+    model also needs ``center_norm_sq = ||mu_X||^2`` of the evaluated data (or
+    ``X`` to compute it) and ``projection_sum = sum_a transform(a)``, which
+    recentre both terms on the evaluated data's mean (module docstring).
+    """
     trace = diag_sum
-    if centred:
+    if is_centred(model):
         if center_norm_sq is None:
             if X is None:
-                raise ValueError("A centred model's error needs ||mu||^2 (center_norm_sq).")
+                raise ValueError("A centred model's error needs ||mu||^2 (center_norm_sq) "
+                                 "of the evaluated data.")
             center_norm_sq = kernel_mean_norm_sq(X, model.kernel)
+        if projection_sum is None:
+            raise ValueError("A centred model's error needs the sum of the projections "
+                             "(projection_sum).")
         trace -= n * center_norm_sq
+        projection_sum = np.asarray(projection_sum, dtype=float)
+        captured -= float(projection_sum @ projection_sum) / n
     return {"trace": trace, "captured": captured, "error": trace - captured}
 
 
