@@ -293,3 +293,62 @@ def test_centred_error_on_shifted_held_out_data_matches_brute_force(kernel_name,
     ref = exact_kpca_reference(Z, kernel, 3, center=True)
     assert local["trace"] == pytest.approx(ref["trace"], rel=1e-9)
     assert local["error"] >= ref["opt"] * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("fit", [uniform_dislr, uniform_batch])
+def test_uniform_baselines_sample_distinct_points(fit, seed):
+    """Duplicated data: the uniform sample still holds exactly n_landmarks distinct points."""
+    base = np.random.default_rng(seed).standard_normal((60, 5))
+    X = np.vstack([base, base, base[:30]])  # 150 rows, 60 distinct
+    parts = split(X, make_partition(150, 3, "uniform", random_state=seed))
+    cluster = LocalCluster(parts)
+    model = fit(cluster, KERNEL, n_components=3, n_landmarks=50, random_state=seed)
+    assert model.landmarks.shape[0] == 50
+    assert np.unique(model.landmarks, axis=0).shape[0] == 50
+    # Every landmark is a data point; only what was sent is counted.
+    assert all(np.any(np.all(base == y, axis=1)) for y in model.landmarks)
+    assert np.all(np.isfinite(model.transform(X)))
+
+
+@pytest.mark.parametrize("fit", [uniform_dislr, uniform_batch])
+def test_uniform_baselines_with_fewer_distinct_points_than_budget(fit):
+    base = np.random.default_rng(5).standard_normal((12, 5))
+    X = np.repeat(base, 50, axis=0)  # 600 rows, 12 distinct
+    parts = split(X, make_partition(600, 3, "uniform", random_state=0))
+    cluster = LocalCluster(parts)
+    model = fit(cluster, KERNEL, n_components=3, n_landmarks=40, random_state=0)
+    assert model.landmarks.shape[0] == 12
+    # A worker never sends two copies of a point: at most 12 rows from each.
+    assert cluster.ledger.upload_words("fit", kind="raw_points") <= 3 * 12 * 5
+    assert len(cluster.ledger.words_by_round("fit")) <= 2 + 2 * int(np.log2(600))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_distinct_sampling_on_duplicated_csr(seed):
+    base = sp.random(40, 20, density=0.3, format="csr", random_state=seed)
+    X = sp.vstack([base, base, base], format="csr")
+    parts = split(X, make_partition(120, 3, "uniform", random_state=seed))
+    for fit in (uniform_dislr, diskpca):
+        cluster = LocalCluster(parts)
+        model = fit(cluster, KERNEL, n_components=3, n_landmarks=35, embedding_dim=10,
+                    n_random_features=100, random_state=seed)
+        Y = model.landmarks
+        assert sp.issparse(Y) and Y.shape[0] == 35
+        assert np.unique(Y.toarray(), axis=0).shape[0] == 35
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_worker_never_sends_copies(sparse):
+    from kernelscale.horizontal.sampling import sample_rows
+    from kernelscale.runtime import WorkerState
+
+    base = np.random.default_rng(0).standard_normal((5, 4))
+    X = np.repeat(base, 4, axis=0)  # 20 rows, 5 distinct
+    state = WorkerState(sp.csr_matrix(X) if sparse else X, 0)
+    state.rng, state.sampled = np.random.default_rng(1), np.zeros(20, dtype=bool)
+    first = sample_rows(state, np.ones(20), 3)
+    rest = sample_rows(state, np.ones(20), 10)  # only 2 distinct points left
+    rows = np.vstack([r.toarray() if sparse else r for r in (first, rest)])
+    assert rows.shape[0] == 5 and np.unique(rows, axis=0).shape[0] == 5
+    assert state.sampled.all()

@@ -231,3 +231,47 @@ def test_diskpca_bad_input():
     with pytest.raises(TypeError, match="laplacian kernel does not take sparse"):
         diskpca(LocalCluster([sp.csr_matrix(p) for p in parts]),
                 make_kernel("laplacian", gamma=1.0), n_components=2, n_landmarks=10)
+
+
+def _low_rank(n=500, d=6, rank=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, rank)) @ rng.standard_normal((rank, d))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_zero_residuals_fill_the_budget_uniformly(seed):
+    """Linear kernel, 500 distinct points in a 3-dim subspace: every residual to
+    span(phi(P)) is 0, yet |Y| is the budget, filled uniformly from distinct points."""
+    X = _low_rank(seed=seed)
+    kernel = make_kernel("linear")
+    model, cluster, _ = _fit(X, kernel, n_workers=4, seed=seed, n_components=3,
+                             n_landmarks=50)
+    assert model.landmarks.shape[0] == 50
+    assert unique_rows(model.landmarks).size == 50
+    assert model.info["n_leverage"] + model.info["n_adaptive"] == 50
+    assert model.info["n_uniform_fill"] > 0
+    rounds = cluster.ledger.words_by_round("fit")
+    assert "adaptive sampling: uniform fill" in rounds
+    assert cluster.ledger.upload_words("fit", kind="raw_points") == 50 * X.shape[1]
+    # The subspace is still exact: the data has rank 3.
+    ref = exact_kpca_reference(X, kernel, 3)
+    assert lowrank_error(model, X)["error"] <= 1e-8 * ref["trace"]
+
+
+def test_no_uniform_fill_when_residuals_suffice(digits):
+    X, kernel, _ = digits
+    model, cluster, _ = _fit(X, kernel, seed=0)
+    assert model.info["n_uniform_fill"] == 0
+    assert not any("fill" in r for r in cluster.ledger.words_by_round("fit"))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fewer_distinct_points_than_budget_takes_few_rounds(seed):
+    base = _gaussian(15, seed=8)
+    X = np.repeat(base, 40, axis=0)  # 600 rows, 15 distinct points
+    model, cluster, _ = _fit(X, make_kernel("rbf", gamma=0.2), n_workers=3, method="uniform",
+                             n_components=3, n_landmarks=16, seed=seed)
+    assert model.landmarks.shape[0] == 15
+    # Top-ups ask for twice the shortfall each round: O(log n) rounds, not O(n).
+    sampling = [r for r in cluster.ledger.words_by_round("fit") if r.startswith("adaptive")]
+    assert len(sampling) <= 2 + 2 * int(np.log2(600))

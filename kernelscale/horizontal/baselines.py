@@ -15,9 +15,9 @@ from kernelscale.features import make_feature_map
 from kernelscale.horizontal.diskpca import check_budgets, check_kernel_input
 from kernelscale.horizontal.dislr import dislr
 from kernelscale.horizontal.sampling import (
-    allocate,
-    leverage_sample_step,
+    sample_distinct,
     stack_rows,
+    uniform_sample_step,
     uniform_setup_step,
 )
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
@@ -34,15 +34,18 @@ from kernelscale.runtime import (
 
 
 def uniform_sample(cluster: Cluster, info, budget: int, rng) -> object:
-    """Sample ``budget`` distinct points uniformly over all workers; return them."""
+    """Sample ``budget`` distinct points uniformly over all workers' rows; return them.
+
+    Rows equal to a point already drawn are dropped and the shortfall drawn
+    again (:func:`~kernelscale.horizontal.sampling.sample_distinct`), so the
+    sample holds ``budget`` distinct points unless the data has fewer.
+    """
     cluster.scatter_map(uniform_setup_step, [(s,) for s in worker_seeds(rng, cluster.n_workers)],
                         round="uniform sampling: seeds", kind="seed")
     rows = np.array(info.n_rows)
-    counts = allocate(budget, rows, rows, rng)
-    replies = cluster.scatter_map(leverage_sample_step, [(int(c),) for c in counts],
-                                  round="uniform sampling", kind="scalars",
-                                  reply_kind="raw_points")
-    return stack_rows([r["raw_points"] for r in replies])
+    sample, _ = sample_distinct(cluster, None, budget, rows, rows, uniform_sample_step, rng,
+                                "uniform sampling")
+    return sample
 
 
 def _prepare(cluster, kernel, n_components, n_landmarks, random_state):
@@ -57,7 +60,7 @@ def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   n_landmarks: int = 400, messages: str = "gram", center: bool = False,
                   chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,
                   **_) -> KernelPCAModel:
-    """Uniform + disLR: ``n_landmarks`` uniform points, then Algorithm 3 of 001."""
+    """Uniform + disLR: ``n_landmarks`` distinct uniform points, then Algorithm 3 of 001."""
     rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
     Y = uniform_sample(cluster, info, n_landmarks, rng)
     model = dislr(cluster, Y, Y, kernel, n_components, info.n_samples, messages, center,
@@ -90,7 +93,7 @@ def batch_kpca(X, kernel: Kernel, n_components: int, center: bool) -> KernelPCAM
 def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   n_landmarks: int = 400, center: bool = False, random_state=None,
                   **_) -> KernelPCAModel:
-    """Uniform + batch KPCA: the master runs exact KPCA on a uniform sample."""
+    """Uniform + batch KPCA: the master runs exact KPCA on ``n_landmarks`` distinct points."""
     rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
     S = uniform_sample(cluster, info, n_landmarks, rng)
     model = batch_kpca(S, kernel, n_components, center)

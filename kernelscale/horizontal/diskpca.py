@@ -12,22 +12,23 @@ import math
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 
 from kernelscale.horizontal.dislr import dislr
 from kernelscale.horizontal.sampling import (
     adaptive_sample_step,
     allocate,
+    distinct_rows,
     embed_step,
     leverage_sample_step,
     leverage_scores_step,
     residual_step,
+    sample_distinct,
     stack_rows,
+    uniform_sample_step,
 )
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
 from kernelscale.linalg import (
     as_generator,
-    unique_rows,
     unpack_symmetric,
     whitening,
     whitening_from_rows,
@@ -114,7 +115,12 @@ def diskpca(
         Rank k of the subspace.
     n_landmarks : int
         |Y|, the exact number of representative points (fewer only when the
-        data has fewer distinct points; capped at n with a warning).
+        data has fewer distinct points; capped at n with a warning). Y holds
+        distinct points only. When the adaptive weights run out first (every
+        unsampled point lies in span(phi(P)), e.g. a linear kernel on
+        low-rank data, or the rest are copies of chosen points), the budget is
+        filled uniformly from the unsampled distinct points (round 'adaptive
+        sampling: uniform fill'; ``model.info['n_uniform_fill']``).
     n_leverage : int, optional
         |P|, the points sampled by leverage scores; the rest of the budget is
         sampled adaptively. Default :func:`default_n_leverage`.
@@ -166,42 +172,23 @@ def diskpca(
         config["embedding_dtype"] = embedding_dtype
 
     # Step 1: kernel subspace embedding E_i (one shared feature map and sketch, from seeds)
-    P = leverage_sample(cluster, config, n_leverage, rng)
+    P, drawn = leverage_sample(cluster, config, n_leverage, rng)
     # Step 3 (Algorithm 2): adaptive sampling of Y~ by the residual to span(phi(P))
-    Y, new_points = adaptive_sample(cluster, kernel, P, n_landmarks, config, rng)
+    Y, new_points, n_fill = adaptive_sample(cluster, P, n_landmarks,
+                                         np.array(info.n_rows) - drawn, rng)
     # Step 4: disLR in span(phi(Y))
     model = dislr(cluster, Y, new_points, kernel, n_components, info.n_samples, messages,
                   center, int(chunk_size), worker_seeds(rng, cluster.n_workers))
     model.info = {"method": "diskpca", "messages": messages, "n_leverage": int(P.shape[0]),
-                  "n_adaptive": int(new_points.shape[0])}
+                  "n_adaptive": int(new_points.shape[0]), "n_uniform_fill": n_fill}
     return model
 
 
-def distinct_rows(Y) -> np.ndarray:
-    """Sorted indices of the first occurrence of each distinct row of ``Y``.
+def leverage_sample(cluster: Cluster, config: dict, n_leverage: int, rng):
+    """Steps 1-3a: embedding, disLS (Algorithm 1 of 001) and leverage sampling of P.
 
-    The same answer as :func:`kernelscale.linalg.unique_rows`, but a CSR ``Y``
-    is compared row by row on its canonical (indices, values) without
-    densifying it (|Y| x d would be 320 MB for 400 rows of d = 100,000).
+    Returns P (distinct rows) and the rows asked of each worker.
     """
-    if not sp.issparse(Y):
-        return unique_rows(Y)
-    Y = sp.csr_matrix(Y, copy=True)
-    Y.sum_duplicates()
-    Y.eliminate_zeros()
-    Y.data[Y.data == 0] = 0.0  # -0.0 and 0.0 are equal
-    seen, first = set(), []
-    for i in range(Y.shape[0]):
-        lo, hi = Y.indptr[i], Y.indptr[i + 1]
-        key = (Y.indices[lo:hi].tobytes(), Y.data[lo:hi].tobytes())
-        if key not in seen:
-            seen.add(key)
-            first.append(i)
-    return np.asarray(first, dtype=np.intp)
-
-
-def leverage_sample(cluster: Cluster, config: dict, n_leverage: int, rng) -> object:
-    """Steps 1-3a: embedding, disLS (Algorithm 1 of 001) and leverage sampling of P."""
     s = cluster.n_workers
     feature_seed, sketch_seed = shared_seed(rng), shared_seed(rng)
     own = worker_seeds(rng, s)
@@ -226,30 +213,27 @@ def leverage_sample(cluster: Cluster, config: dict, n_leverage: int, rng) -> obj
                                   round="leverage sampling", kind="scalars",
                                   reply_kind="raw_points")
     P = stack_rows([r["raw_points"] for r in replies])
-    return P[distinct_rows(P)]
+    return P[distinct_rows(P)], counts
 
 
-def adaptive_sample(cluster: Cluster, kernel: Kernel, P, n_landmarks: int, config: dict, rng):
-    """Algorithm 2, lines 2-4: send P, sample Y~ by residual; Y = P + Y~ (distinct rows)."""
+def adaptive_sample(cluster: Cluster, P, n_landmarks: int, unsampled, rng):
+    """Algorithm 2, lines 2-4: send P, sample Y~ by residual; Y = P + Y~ (distinct rows).
+
+    ``unsampled`` bounds each worker's count of rows not drawn yet. When the
+    residual weights run out before the budget (all remaining points in
+    span(phi(P)), or copies of chosen ones), the rest is drawn uniformly from
+    the unsampled rows. Returns (Y, Y~, points of Y~ from the uniform fill).
+    """
     sums = cluster.broadcast_map(residual_step, P, round="adaptive sampling: residuals",
                                  kind="raw_points", reply_kind="scalars")
     weights, capacity = np.array([r[0] for r in sums]), np.array([int(r[1]) for r in sums])
-    chosen = P[:0]
-    attempt = 0
-    # Copies of a chosen point on other workers keep a positive residual, so the
-    # dedup can leave the budget short: top up until it is met or no worker has
-    # an unsampled point left (capacity shrinks every round, so this ends).
-    while (short := n_landmarks - P.shape[0] - chosen.shape[0]) > 0:
-        counts = allocate(short, weights, capacity, rng)
-        if counts.sum() == 0:
-            break
-        name = "adaptive sampling" + ("" if attempt == 0 else f" (top-up {attempt})")
-        replies = cluster.scatter_map(adaptive_sample_step, [(int(c),) for c in counts],
-                                      round=name, kind="scalars", reply_kind="raw_points")
-        capacity = capacity - counts
-        chosen = stack_rows([chosen] + [r["raw_points"] for r in replies])
-        both = stack_rows([P, chosen])
-        keep = distinct_rows(both)
-        chosen = both[keep[keep >= P.shape[0]]]
-        attempt += 1
-    return stack_rows([P, chosen]), chosen
+    chosen, received = sample_distinct(cluster, P, n_landmarks, weights, capacity,
+                                       adaptive_sample_step, rng, "adaptive sampling")
+    n_fill = 0
+    if P.shape[0] + chosen.shape[0] < n_landmarks:
+        left = np.asarray(unsampled) - received  # an upper bound: copies are gone too
+        fill, _ = sample_distinct(cluster, stack_rows([P, chosen]), n_landmarks, left, left,
+                                  uniform_sample_step, rng, "adaptive sampling: uniform fill")
+        n_fill = int(fill.shape[0])
+        chosen = stack_rows([chosen, fill])
+    return stack_rows([P, chosen]), chosen, n_fill

@@ -2,8 +2,10 @@
 
 Worker steps for the kernel subspace embedding, the distributed leverage
 scores (disLS), leverage-score sampling of P and adaptive sampling of Y~ by the
-feature-space residual to span(phi(P)); and the master-side allocation of a
-sample budget over workers.
+feature-space residual to span(phi(P)); and, on the master, the allocation of a
+sample budget over workers and :func:`sample_distinct`, the loop that draws
+until the budget holds that many distinct points (used by disKPCA and the
+uniform baselines alike).
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import scipy.sparse as sp
 
 from kernelscale.features import make_feature_map
 from kernelscale.kernels import Kernel
-from kernelscale.linalg import gram, pack_symmetric, whitening
-from kernelscale.runtime import Tagged, WorkerState
+from kernelscale.linalg import gram, pack_symmetric, unique_rows, whitening
+from kernelscale.runtime import Cluster, Tagged, WorkerState
 from kernelscale.sketches import make_sketch
 
 
@@ -41,14 +43,140 @@ def allocate(budget: int, weights, capacity, rng: np.random.Generator) -> np.nda
     return counts
 
 
+def distinct_rows(Y) -> np.ndarray:
+    """Sorted indices of the first occurrence of each distinct row of ``Y``.
+
+    The same answer as :func:`kernelscale.linalg.unique_rows`, but a CSR ``Y``
+    is compared row by row on its canonical (indices, values) without
+    densifying it (|Y| x d would be 320 MB for 400 rows of d = 100,000).
+    """
+    if not sp.issparse(Y):
+        return unique_rows(Y)
+    Y = sp.csr_matrix(Y, copy=True)
+    Y.sum_duplicates()
+    Y.eliminate_zeros()
+    Y.data[Y.data == 0] = 0.0  # -0.0 and 0.0 are equal
+    seen, first = set(), []
+    for i in range(Y.shape[0]):
+        lo, hi = Y.indptr[i], Y.indptr[i + 1]
+        key = (Y.indices[lo:hi].tobytes(), Y.data[lo:hi].tobytes())
+        if key not in seen:
+            seen.add(key)
+            first.append(i)
+    return np.asarray(first, dtype=np.intp)
+
+
+def sample_distinct(cluster: Cluster, kept, budget: int, weights, capacity, step, rng,
+                    round_name: str):
+    """Draw rows with ``step`` until ``kept`` plus the new rows hold ``budget`` distinct points.
+
+    The master's side of every sampling stage. Each round allocates the
+    shortfall over the workers (:func:`allocate`, by ``weights`` within the
+    remaining ``capacity``, an upper bound on each worker's unsampled rows of
+    positive weight), each worker answers ``step(state, count)`` with up to
+    ``count`` distinct unsampled rows (:func:`sample_rows`; fewer means it has
+    no more, and it gets no further requests), and the master drops the rows
+    equal to a point it already has (copies on several workers). While copies
+    keep the budget short it tops up, asking for twice the shortfall each
+    further round (keeping a random subset of the new distinct rows when that
+    overshoots), so heavily duplicated data costs O(log n) rounds. It stops
+    when the budget is met or no worker has capacity left; capacity shrinks
+    every round, so it always ends.
+
+    Returns
+    -------
+    (new distinct rows, not in ``kept``; rows received from each worker)
+    """
+    weights = np.asarray(weights, dtype=float)
+    remaining = np.asarray(capacity, dtype=np.int64).copy()
+    received = np.zeros_like(remaining)
+    n_kept = 0 if kept is None else kept.shape[0]
+    chosen, attempt = None, 0
+    while (short := budget - n_kept - (0 if chosen is None else chosen.shape[0])) > 0:
+        counts = allocate(short * 2 ** min(attempt, 30), weights, remaining, rng)
+        if counts.sum() == 0:
+            break
+        name = round_name + ("" if attempt == 0 else f" (top-up {attempt})")
+        replies = cluster.scatter_map(step, [(int(c),) for c in counts], round=name,
+                                      kind="scalars", reply_kind="raw_points")
+        got = np.array([r["raw_points"].shape[0] for r in replies], dtype=np.int64)
+        received += got
+        remaining = np.where(got < counts, 0, remaining - counts)  # short reply: exhausted
+        new = stack_rows([r["raw_points"] for r in replies])
+        before = [b for b in (kept, chosen) if b is not None]
+        offset = sum(b.shape[0] for b in before)
+        first = distinct_rows(stack_rows(before + [new]))
+        fresh = first[first >= offset] - offset
+        if fresh.size > short:
+            fresh = np.sort(rng.choice(fresh, size=short, replace=False))
+        chosen = new[fresh] if chosen is None else stack_rows([chosen, new[fresh]])
+        attempt += 1
+    if chosen is None and kept is not None:
+        chosen = _empty_rows(kept)
+    return chosen, received
+
+
 def sample_rows(state: WorkerState, weights: np.ndarray, count: int):
-    """Draw ``count`` distinct unsampled rows with probability proportional to ``weights``."""
+    """Draw up to ``count`` distinct unsampled rows with probability proportional to ``weights``.
+
+    Rows are drawn without replacement; a drawn row marks its local copies
+    sampled too, so a worker never sends the same point twice and returns
+    fewer than ``count`` rows only when it has no more distinct ones.
+    """
     if count == 0:
         return _empty_rows(state.data)
-    p = np.where(state.sampled, 0.0, weights)
-    idx = np.sort(state.rng.choice(len(p), size=count, replace=False, p=p / p.sum()))
-    state.sampled[idx] = True
+    picked = []
+    while count > 0:
+        p = np.where(state.sampled, 0.0, weights)
+        available = np.count_nonzero(p)
+        if available == 0:
+            break
+        idx = state.rng.choice(len(p), size=min(count, available), replace=False,
+                               p=p / p.sum())
+        idx = _mark_sampled_with_copies(state, np.sort(idx))
+        picked.append(idx)
+        count -= idx.size
+    idx = np.sort(np.concatenate(picked)) if picked else np.zeros(0, dtype=np.intp)
     return state.data[idx]
+
+
+def _mark_sampled_with_copies(state: WorkerState, idx: np.ndarray) -> np.ndarray:
+    """Mark rows ``idx`` and their local copies sampled; return ``idx`` without copies.
+
+    Copies are found through a random-projection hash of every row (computed
+    once per worker, O(nnz)) and confirmed by exact comparison. On data
+    without duplicates this changes nothing.
+    """
+    X = state.data
+    if getattr(state, "row_hash", None) is None:
+        probe = np.random.default_rng(0x5EED).standard_normal(X.shape[1])
+        state.row_hash = np.asarray(X @ probe, dtype=float).ravel()
+    h = state.row_hash
+    candidates = np.flatnonzero(np.isin(h, h[idx]))
+    state.sampled[idx] = True
+    if candidates.size == idx.size == np.unique(h[idx]).size:  # no hash shared: no copies
+        return idx
+    keep = []
+    taken = set()
+    for i in idx:
+        if i in taken:
+            continue
+        keep.append(i)
+        group = candidates[h[candidates] == h[i]]
+        copies = group[_equal_rows(X, group, i)]
+        state.sampled[copies] = True
+        taken.update(copies.tolist())
+    return np.asarray(keep, dtype=np.intp)
+
+
+def _equal_rows(X, rows: np.ndarray, i: int) -> np.ndarray:
+    """Mask over ``rows``: which rows of ``X`` equal row ``i`` exactly."""
+    if not sp.issparse(X):
+        return np.all(X[rows] == X[i], axis=1)
+    diff = (sp.csr_matrix(X[rows])
+            - sp.csr_matrix(np.ones((rows.size, 1))) @ sp.csr_matrix(X[i])).tocsr()
+    diff.eliminate_zeros()
+    return np.diff(diff.indptr) == 0
 
 
 def _empty_rows(X):
@@ -136,11 +264,15 @@ def adaptive_sample_step(state: WorkerState, count: int):
     return Tagged(raw_points=sample_rows(state, state.residual, int(count)))
 
 
+def uniform_sample_step(state: WorkerState, count: int):
+    """``count`` rows uniformly among the worker's unsampled rows."""
+    return Tagged(raw_points=sample_rows(state, np.ones(state.data.shape[0]), int(count)))
+
+
 def uniform_setup_step(state: WorkerState, own_seed: int):
-    """Uniform baselines: a fresh sampler state with every row weighted 1."""
+    """Uniform baselines: a fresh sampler state (own seed, nothing sampled yet)."""
     state.rng = np.random.default_rng(own_seed)
     state.sampled = np.zeros(state.data.shape[0], dtype=bool)
-    state.scores = np.ones(state.data.shape[0])
 
 
 def stack_rows(blocks):
