@@ -239,8 +239,10 @@ def test_baselines_bad_input():
         exact_kpca(LocalCluster(parts), KERNEL, n_components=31)
     with pytest.raises(ValueError, match="n_components=5 exceeds n_landmarks=4"):
         uniform_batch(LocalCluster(parts), KERNEL, n_components=5, n_landmarks=4)
-    with pytest.raises(ValueError, match="exceeds the 8 random features"):
-        random_features_pca(LocalCluster(parts), KERNEL, n_components=9, n_random_features=8)
+    with pytest.warns(UserWarning, match=r"\(8 features\) has numerical rank 8 < n_comp"):
+        model = random_features_pca(LocalCluster(parts), KERNEL, n_components=9,
+                                    n_random_features=8)
+    assert model.components.shape == (8, 9) and not model.components[:, 8].any()
     with pytest.warns(UserWarning, match="n_landmarks=50 exceeds the 30 samples"):
         model = uniform_dislr(LocalCluster(parts), KERNEL, n_components=2, n_landmarks=50)
     assert model.landmarks.shape[0] == 30

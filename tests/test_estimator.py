@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kernelscale.horizontal import DistributedKernelPCA, diskpca, random_features_pca
-from kernelscale.kernels import make_kernel
+from kernelscale.kernels import KERNELS, make_kernel
 from kernelscale.linalg import as_generator, unique_rows
 from kernelscale.metrics.lowrank import exact_kpca_reference, lowrank_error
 from kernelscale.partition import make_partition, split
@@ -18,6 +18,10 @@ SMALL = {"n_landmarks": 20, "embedding_dim": 8, "row_sketch_dim": 20, "n_random_
 
 
 @parametrize_with_checks([
+    # Default settings for every kernel (about 1-2 s of checks each).
+    *[DistributedKernelPCA(kernel=kernel) for kernel in KERNELS],
+    DistributedKernelPCA(kernel="linear", method="uniform_batch"),
+    DistributedKernelPCA(kernel="linear", method="random_features"),
     DistributedKernelPCA(n_components=2, random_state=0, **SMALL),
     DistributedKernelPCA(n_components=2, method="uniform_batch", kernel="poly", random_state=0,
                          **SMALL),
@@ -26,10 +30,41 @@ SMALL = {"n_landmarks": 20, "embedding_dim": 8, "row_sketch_dim": 20, "n_random_
 ])
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
-        # The checks fit on ~20 samples: budgets above n are capped with a warning.
+        # The checks fit on ~20 samples: budgets above n are capped with a warning, and
+        # k = 10 exceeds the rank of their (linear, few-feature) data: zero components.
         warnings.filterwarnings("ignore", message="n_landmarks=", category=UserWarning)
         warnings.filterwarnings("ignore", message="n_workers=", category=UserWarning)
+        warnings.filterwarnings("ignore", message=".* numerical rank", category=UserWarning)
         check(estimator)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_sparse_tag_follows_the_kernel(kernel):
+    tags = DistributedKernelPCA(kernel=kernel).__sklearn_tags__()
+    assert tags.input_tags.sparse == (kernel != "laplacian")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("method, messages", [
+    ("diskpca", "gram"), ("diskpca", "sketch"), ("uniform_dislr", "gram"),
+    ("uniform_batch", "gram"), ("exact", "gram"), ("random_features", "gram"),
+])
+def test_rank_below_n_components_warns_and_zero_pads(method, messages, seed):
+    """Linear kernel on rank-3 data with k = 5: 3 real components, 2 zero ones."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((120, 3)) @ rng.standard_normal((3, 6))
+    est = _estimator(n_components=5, kernel="linear", method=method, messages=messages,
+                     random_state=seed)
+    with pytest.warns(UserWarning, match=r"numerical rank 3 < n_components=5: components "
+                                         r"4\.\.5 are zero"):
+        Z = est.fit_transform(X)
+    assert Z.shape == (120, 5)
+    assert not Z[:, 3:].any() and np.all(est.eigenvalues_[3:] == 0)
+    assert np.all(np.abs(Z[:, :3]).max(axis=0) > 1e-6)
+    assert est.get_feature_names_out().size == 5
+    # Three directions capture everything: the error is 0 (up to round-off).
+    result = est.approximation_error(X, reference=False)
+    assert abs(result["error"]) <= 1e-8 * result["trace"]
 
 
 def _data(n=150, d=5, seed=0):

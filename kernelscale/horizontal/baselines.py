@@ -13,7 +13,7 @@ import numpy as np
 
 from kernelscale.features import make_feature_map
 from kernelscale.horizontal.diskpca import check_budgets, check_kernel_input
-from kernelscale.horizontal.dislr import dislr
+from kernelscale.horizontal.dislr import cap_at_rank, dislr
 from kernelscale.horizontal.sampling import (
     sample_distinct,
     stack_rows,
@@ -69,20 +69,26 @@ def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,
     return model
 
 
+def _numerical_range(w: np.ndarray, V: np.ndarray, rtol: float = 1e-12):
+    """The eigenpairs with eigenvalue above ``rtol`` times the largest (none if it is <= 0)."""
+    keep = w > rtol * w[0] if w.size and w[0] > 0 else np.zeros(w.size, dtype=bool)
+    return w[keep], V[:, keep]
+
+
 def batch_kpca(X, kernel: Kernel, n_components: int, center: bool) -> KernelPCAModel:
-    """Exact kernel PCA of the rows of ``X`` as a landmark model (``C = V Lambda^-1/2``)."""
+    """Exact kernel PCA of the rows of ``X`` as a landmark model (``C = V Lambda^-1/2``).
+
+    Components beyond the kernel matrix's numerical rank are zero (with a
+    ``UserWarning``; see :func:`kernelscale.horizontal.dislr.cap_at_rank`).
+    """
     K = kernel(X, X)
     mean = None
     if center:
         mean = K.mean(axis=0)
         K = K - mean[None, :] - mean[:, None] + mean.mean()
-    w, V = top_eigh(K, n_components)
-    if np.any(w <= 1e-12 * max(w[0], 1e-300)):
-        raise ValueError(
-            f"The kernel matrix has fewer than n_components={n_components} non-zero "
-            "eigenvalues; lower n_components."
-        )
-    coef = V / np.sqrt(w)
+    w, V = _numerical_range(*top_eigh(K, n_components))
+    coef, w = cap_at_rank(V / np.sqrt(w), w, n_components, "The kernel matrix",
+                          stacklevel=4)
     if center:
         # Centring the coefficients: V^T (phi(a) - mu) with V = (phi(X) - mu 1^T) C
         # equals C'^T (k(X, a) - m) with C' = (I - 11^T/n) C.
@@ -145,7 +151,12 @@ def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10
                         n_random_features: int = 2000, center: bool = False,
                         chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,
                         **_) -> RandomFeaturePCAModel:
-    """Random features + distributed linear PCA (each worker sends ``Z_i^T Z_i``)."""
+    """Random features + distributed linear PCA (each worker sends ``Z_i^T Z_i``).
+
+    When the features' covariance has rank below ``n_components`` (e.g. the
+    linear kernel's map has m = d features), the last components are zero,
+    with a ``UserWarning``.
+    """
     rng = as_generator(random_state)
     cluster.reset()
     info = validate_cluster(cluster)
@@ -157,14 +168,14 @@ def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10
     replies = cluster.broadcast_map(random_features_step, Tagged(seed=seed, model=config),
                                     round="random features: Z_i^T Z_i")
     m = make_feature_map(kernel, info.n_features, n_random_features, seed).n_components
-    if n_components > m:
-        raise ValueError(f"n_components={n_components} exceeds the {m} random features.")
     cov = sum(unpack_symmetric(r["sketch"], m) for r in replies)
     mean = None
     if center:
         mean = sum(r["scalars"] for r in replies) / info.n_samples
         cov -= info.n_samples * np.outer(mean, mean)
-    w, V = top_eigh(cov, n_components)
+    w, V = _numerical_range(*top_eigh(cov, n_components))
+    # Rank below k (e.g. the linear kernel's m = d features): zero components beyond it.
+    V, w = cap_at_rank(V, w, n_components, f"The random feature space ({m} features)")
     return RandomFeaturePCAModel(kernel=kernel, n_features_in=info.n_features,
                                  n_random_features=int(n_random_features), feature_seed=seed,
                                  components=V, eigenvalues=w, mean=mean,

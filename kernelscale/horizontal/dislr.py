@@ -17,6 +17,8 @@ in sketch mode, the column sums ``1^T T_i``, so no extra round is needed.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from kernelscale.kernels import Kernel
@@ -30,6 +32,28 @@ from kernelscale.linalg import (
 from kernelscale.model import KernelPCAModel
 from kernelscale.runtime import Cluster, Tagged, WorkerState
 from kernelscale.sketches import make_sketch
+
+
+def cap_at_rank(coef: np.ndarray, eigenvalues: np.ndarray, n_components: int, what: str,
+                stacklevel: int = 3):
+    """Zero-pad the components beyond the numerical rank, with a ``UserWarning``.
+
+    When ``what`` has numerical rank r < k (e.g. a linear kernel on data of
+    rank r, or fewer distinct landmarks than k), only r directions exist: the
+    model keeps them and adds k - r zero components (zero coefficients,
+    eigenvalue 0), so ``transform`` still returns k columns, the last k - r of
+    them 0.
+    """
+    rank = coef.shape[1]
+    if rank >= n_components:
+        return coef, eigenvalues
+    warnings.warn(
+        f"{what} has numerical rank {rank} < n_components={n_components}: components "
+        f"{rank + 1}..{n_components} are zero (the landmarks, or the data, span fewer "
+        "directions in feature space).", UserWarning, stacklevel=stacklevel)
+    pad = n_components - rank
+    return (np.hstack([coef, np.zeros((coef.shape[0], pad))]),
+            np.concatenate([eigenvalues, np.zeros(pad)]))
 
 
 def projection_step(state: WorkerState, message):
@@ -104,7 +128,9 @@ def dislr(cluster: Cluster, Y, new_points, kernel: Kernel, n_components: int, n_
     mean = None
     if center:
         mean = sum(r["scalars"][0] for r in replies) / n_samples
-    if messages == "gram":
+    if F.shape[1] == 0:  # phi(Y) = 0 (e.g. linear kernel, all-zero data): no direction
+        eigenvalues, W = np.zeros(0), np.zeros((0, 0))
+    elif messages == "gram":
         G = sum(unpack_symmetric(r["sketch"], n_y) for r in replies)
         if center:
             G -= n_samples * np.outer(mean, mean)
@@ -120,12 +146,7 @@ def dislr(cluster: Cluster, Y, new_points, kernel: Kernel, n_components: int, n_
                 block = block - np.outer(mean, column_sums)
             blocks.append(F.T @ block)
         eigenvalues, W = top_left_singular(np.hstack(blocks), n_components)
-    if W.shape[1] < n_components:
-        raise ValueError(
-            f"span(phi(Y)) has numerical rank {W.shape[1]} < n_components={n_components}: "
-            "the landmarks are (nearly) dependent. Use more landmarks or a wider kernel."
-        )
-    coef = F @ W
+    coef, eigenvalues = cap_at_rank(F @ W, eigenvalues, n_components, "span(phi(Y))")
     cluster.broadcast_map(store_model_step, coef, mean, round=f"{round_prefix}: components",
                           kind="model", reply_kind="model")
     return KernelPCAModel(kernel=kernel, landmarks=Y, coef=coef, eigenvalues=eigenvalues,

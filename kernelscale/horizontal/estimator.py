@@ -17,7 +17,7 @@ from kernelscale.horizontal.baselines import (
 )
 from kernelscale.horizontal.diskpca import diskpca
 from kernelscale.horizontal.evaluate import distributed_error
-from kernelscale.kernels import KERNELS, make_kernel
+from kernelscale.kernels import KERNELS, Kernel, make_kernel
 from kernelscale.linalg import as_generator
 from kernelscale.metrics.lowrank import (
     EXACT_REFERENCE_MAX_SAMPLES,
@@ -50,7 +50,10 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     Parameters
     ----------
     n_components : int, default=10
-        Number of principal components k.
+        Number of principal components k. When the fitted subspace has
+        numerical rank r < k (e.g. a linear kernel on data of rank r), a
+        ``UserWarning`` says so and the last k - r components are zero:
+        ``transform`` still returns k columns, with eigenvalue 0 for the extra ones.
     kernel : {'rbf', 'laplacian', 'poly', 'linear', 'arccos'}, default='rbf'
     gamma : float, optional
         Kernel scale; default ``1 / n_features`` (scikit-learn's). For the papers'
@@ -66,7 +69,11 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         the papers' setting.
     method : {'diskpca', 'uniform_dislr', 'uniform_batch', 'exact', 'random_features'}
     n_landmarks : int, default=400
-        |Y|: the exact number of representative points (the communication budget).
+        |Y|: the exact number of representative points (the communication
+        budget), all distinct; fewer only when the data has fewer distinct
+        points (capped at n with a warning). When disKPCA's adaptive weights
+        run out first (all remaining points in the span of the sampled ones),
+        the rest is drawn uniformly.
     n_leverage : int, optional
         Points sampled by leverage scores out of ``n_landmarks`` (default
         ``ceil(2 k ln k)``, at most half the budget); the rest adaptively.
@@ -250,5 +257,6 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
+        # CSR input, except for the Laplacian kernel (its L1 distances would densify).
+        tags.input_tags.sparse = Kernel(name=self.kernel).accepts_sparse
         return tags
