@@ -354,3 +354,14 @@ def test_worker_never_sends_copies(sparse):
     rows = np.vstack([r.toarray() if sparse else r for r in (first, rest)])
     assert rows.shape[0] == 5 and np.unique(rows, axis=0).shape[0] == 5
     assert state.sampled.all()
+
+
+def test_metrics_reexports_and_error_ratio():
+    import math
+
+    from kernelscale import metrics
+
+    assert metrics.lowrank_error is lowrank_error
+    assert metrics.error_ratio(3.0, 2.0) == 1.5
+    assert math.isnan(metrics.error_ratio(1e-13, -5e-14))  # rank <= k: opt is round-off
+    assert math.isnan(metrics.error_ratio(0.0, 0.0))

@@ -21,6 +21,7 @@ from kernelscale.kernels import KERNELS, Kernel, make_kernel
 from kernelscale.linalg import as_generator
 from kernelscale.metrics.lowrank import (
     EXACT_REFERENCE_MAX_SAMPLES,
+    error_ratio,
     exact_kpca_reference,
     excess_energy_ratio,
     kernel_mean_norm_sq,
@@ -210,7 +211,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         :mod:`kernelscale.metrics.lowrank`). ``||mu_X||^2`` is computed here, on
         the stacked ``X`` (O(n^2) kernel evaluations). With ``reference=True``
         (default when n <= 20,000) the exact optimum is computed too, with
-        ``opt``, ``ratio`` (err / opt) and ``excess_ratio``
+        ``opt``, ``ratio`` (err / opt, NaN when opt <= 0) and ``excess_ratio``
         ((err - opt) / (trace - opt)).
         """
         check_is_fitted(self)
@@ -229,7 +230,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         if reference:
             ref = exact_kpca_reference(X_all, self.kernel_, self.model_.n_components,
                                        self.center)
-            result.update(opt=ref["opt"], ratio=result["error"] / ref["opt"],
+            result.update(opt=ref["opt"], ratio=error_ratio(result["error"], ref["opt"]),
                           excess_ratio=excess_energy_ratio(result["error"], ref["opt"],
                                                            ref["trace"]))
         return result

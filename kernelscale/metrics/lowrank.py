@@ -124,6 +124,11 @@ def error_from_sums(model, diag_sum, captured, n, center_norm_sq=None, X=None,
     return {"trace": trace, "captured": captured, "error": trace - captured}
 
 
+def error_ratio(error: float, opt: float) -> float:
+    """The paper's ``err / opt``; NaN when ``opt <= 0`` (data of rank <= k: no ratio)."""
+    return error / opt if opt > 0 else float("nan")
+
+
 def excess_energy_ratio(error: float, opt: float, trace: float) -> float:
     """``(err - opt) / (trace - opt)``: 0 for the optimum, 1 for the empty subspace."""
     denom = trace - opt
