@@ -14,18 +14,17 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from kernelscale.features import RandomFourierFeatures
 from kernelscale.kernels import KERNELS, make_kernel
 from kernelscale.linalg import gram, pack_symmetric, thresholded_eigh, unpack_symmetric
 from kernelscale.streaming.skpca import (
     DEFAULT_CHUNK_SIZE,
-    SHIFT_INVARIANT,
+    RandomFeatureMethod,
     StreamingMethod,
     check_positive_int,
 )
 
 
-class RNCA(StreamingMethod):
+class RNCA(RandomFeatureMethod):
     """Randomized nonlinear component analysis: exact PCA of random Fourier features.
 
     Parameters
@@ -51,19 +50,8 @@ class RNCA(StreamingMethod):
         seed: int = 0,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
     ):
-        super().__init__(n_features_in, chunk_size)
-        if kernel not in SHIFT_INVARIANT:
-            raise ValueError(
-                f"RNCA needs a shift-invariant kernel {SHIFT_INVARIANT}, got {kernel!r}."
-            )
-        self.n_random_features = check_positive_int(n_random_features, "n_random_features")
-        self.feature_map = RandomFourierFeatures(
-            self.n_features_in, self.n_random_features, gamma, kernel=kernel, seed=seed
-        )
+        super().__init__(n_features_in, n_random_features, kernel, gamma, seed, chunk_size)
         self.covariance = np.zeros((self.n_random_features, self.n_random_features))
-
-    def _lift(self, chunk) -> np.ndarray:
-        return self.feature_map.transform(chunk, chunk_size=self.chunk_size)
 
     def _feed(self, chunk) -> None:
         # Sum of the n outer products z_i z_i^T, one chunk at a time (GEMM, no SYRK).
@@ -85,19 +73,6 @@ class RNCA(StreamingMethod):
         """Space of 004 section 3: ``m^2 + m d``."""
         m = self.n_random_features
         return m * m + m * self.n_features_in
-
-    def params(self) -> dict:
-        fmap = self.feature_map
-        return {
-            "method": self.method,
-            "n_features_in": self.n_features_in,
-            "n_random_features": self.n_random_features,
-            "kernel": fmap.kernel,
-            "gamma": fmap.gamma,
-            "seed": fmap.seed,
-            "chunk_size": self.chunk_size,
-            "n_samples_seen": self.n_samples_seen,
-        }
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"covariance_packed": pack_symmetric(self.covariance)}

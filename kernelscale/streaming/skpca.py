@@ -154,7 +154,45 @@ class StreamingMethod:
         raise NotImplementedError
 
 
-class SKPCA(StreamingMethod):
+class RandomFeatureMethod(StreamingMethod):
+    """A streaming method over m random Fourier features (SKPCA, RNCA of paper 004).
+
+    Builds the feature map from its seed (shift-invariant kernels only), lifts
+    chunks of points with it and reports the parameters both methods share.
+    """
+
+    def __init__(self, n_features_in: int, n_random_features: int, kernel: str, gamma: float,
+                 seed: int, chunk_size: int):
+        super().__init__(n_features_in, chunk_size)
+        if kernel not in SHIFT_INVARIANT:
+            raise ValueError(
+                f"{self.method.upper()} needs a shift-invariant kernel {SHIFT_INVARIANT} for "
+                f"random Fourier features, got {kernel!r}."
+            )
+        self.n_random_features = check_positive_int(n_random_features, "n_random_features")
+        self.feature_map = RandomFourierFeatures(
+            self.n_features_in, self.n_random_features, gamma, kernel=kernel, seed=seed
+        )
+
+    def _lift(self, chunk) -> np.ndarray:
+        # z_i = sqrt(2/m) [f_1(a_i), ..., f_m(a_i)] (Algorithm 1 of 004)
+        return self.feature_map.transform(chunk, chunk_size=self.chunk_size)
+
+    def params(self) -> dict:
+        fmap = self.feature_map
+        return {
+            "method": self.method,
+            "n_features_in": self.n_features_in,
+            "n_random_features": self.n_random_features,
+            "kernel": fmap.kernel,
+            "gamma": fmap.gamma,
+            "seed": fmap.seed,
+            "chunk_size": self.chunk_size,
+            "n_samples_seen": self.n_samples_seen,
+        }
+
+
+class SKPCA(RandomFeatureMethod):
     """Streaming kernel PCA (Algorithm 1 of paper 004).
 
     Parameters
@@ -200,21 +238,8 @@ class SKPCA(StreamingMethod):
         seed: int = 0,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
     ):
-        super().__init__(n_features_in, chunk_size)
-        if kernel not in SHIFT_INVARIANT:
-            raise ValueError(
-                f"SKPCA needs a shift-invariant kernel {SHIFT_INVARIANT} for random "
-                f"Fourier features, got {kernel!r}."
-            )
-        self.n_random_features = check_positive_int(n_random_features, "n_random_features")
-        self.feature_map = RandomFourierFeatures(
-            self.n_features_in, self.n_random_features, gamma, kernel=kernel, seed=seed
-        )
+        super().__init__(n_features_in, n_random_features, kernel, gamma, seed, chunk_size)
         self.sketch = FrequentDirections(sketch_size, self.n_random_features, shrink)
-
-    def _lift(self, chunk) -> np.ndarray:
-        # z_i = sqrt(2/m) [f_1(a_i), ..., f_m(a_i)] (Algorithm 1 of 004)
-        return self.feature_map.transform(chunk, chunk_size=self.chunk_size)
 
     def _feed(self, chunk) -> None:
         # Step: insert the lifted rows into B, shrink when full (Algorithm 1 of 004)
@@ -249,19 +274,8 @@ class SKPCA(StreamingMethod):
         return self.sketch.shrinkage
 
     def params(self) -> dict:
-        fmap = self.feature_map
-        return {
-            "method": self.method,
-            "n_features_in": self.n_features_in,
-            "n_random_features": self.n_random_features,
-            "sketch_size": self.sketch.sketch_size,
-            "kernel": fmap.kernel,
-            "gamma": fmap.gamma,
-            "shrink": self.sketch.shrink,
-            "seed": fmap.seed,
-            "chunk_size": self.chunk_size,
-            "n_samples_seen": self.n_samples_seen,
-        }
+        return {**super().params(), "sketch_size": self.sketch.sketch_size,
+                "shrink": self.sketch.shrink}
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return self.sketch.to_arrays()
