@@ -44,13 +44,36 @@ def _in_input_order(indices, labels):
     return out
 
 
-def _nearest(H, centers):
-    d2 = -2.0 * H @ centers.T + np.einsum("ij,ij->i", centers, centers)
-    return np.argmin(d2, axis=1)
+class _EmbeddingClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
+                           BaseEstimator):
+    """Clusters as centres in an embedding: ``transform`` embeds, ``predict`` takes the nearest.
+
+    Subclasses fit ``cluster_centers_`` and implement ``_embed(X)`` on validated ``X``.
+    """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    @property
+    def _n_features_out(self):
+        return self.cluster_centers_.shape[1]
+
+    def transform(self, X):
+        """Coordinates of ``X`` in the embedding the centres live in."""
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", reset=False)
+        return self._embed(X)
+
+    def predict(self, X):
+        """Cluster of each row of ``X``: the nearest centre in the embedding."""
+        H, centers = self.transform(X), self.cluster_centers_
+        d2 = -2.0 * H @ centers.T + np.einsum("ij,ij->i", centers, centers)
+        return np.argmin(d2, axis=1)
 
 
-class FederatedKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
-                            BaseEstimator):
+class FederatedKernelKMeans(_EmbeddingClustering):
     """Federated kernel k-means (FK k-means, Algorithm 1 of paper 003) with the RBF kernel.
 
     ``fit(X)`` splits ``X`` over ``n_workers`` simulated clients and runs DSPGD
@@ -181,28 +204,12 @@ class FederatedKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         self.communication_ = cluster.ledger
         return self
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
-
-    @property
-    def _n_features_out(self):
-        return self.cluster_centers_.shape[1]
-
-    def transform(self, X):
-        """Rows of H for ``X`` (the clients' embedding, replayed from the seeds)."""
-        check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", reset=False)
+    def _embed(self, X):
+        # Rows of H for X: the clients' embedding, replayed from the seeds.
         return self.model_.embed(X, self.chunk_size)
 
-    def predict(self, X):
-        """Cluster of each row of ``X``: nearest centre in H space."""
-        return _nearest(self.transform(X), self.cluster_centers_)
 
-
-class DistributedSpectralClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
-                                    ClusterMixin, BaseEstimator):
+class DistributedSpectralClustering(_EmbeddingClustering):
     """disKPCA, then the coreset k-means on the projections (section 6.6 of paper 001).
 
     Parameters
@@ -315,21 +322,6 @@ class DistributedSpectralClustering(ClassNamePrefixFeaturesOutMixin, Transformer
         self.communication_ = cluster.ledger
         return self
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
-
-    @property
-    def _n_features_out(self):
-        return self.cluster_centers_.shape[1]
-
-    def transform(self, X):
-        """Coordinates of ``X`` on the kernel principal components."""
-        check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", reset=False)
+    def _embed(self, X):
+        # Coordinates of X on the kernel principal components.
         return self.model_.transform(X)
-
-    def predict(self, X):
-        """Cluster of each row: nearest centre in the projected space."""
-        return _nearest(self.transform(X), self.cluster_centers_)
