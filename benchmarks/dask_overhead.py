@@ -23,7 +23,6 @@ is in the summary: Dask workers beyond it cannot run in parallel).
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import tempfile
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from kernelscale.bench import write_rows
 from kernelscale.datasets import make_gaussian_mixture
 from kernelscale.horizontal import diskpca
 from kernelscale.kernels import make_kernel, median_heuristic
@@ -112,13 +112,6 @@ def scaling(n_samples, worker_counts, params, seed=0):
     return rows
 
 
-def write_csv(path, rows):
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def plot(out, over, scale):
     import matplotlib
 
@@ -196,8 +189,8 @@ def main():
         over = overhead(client, [2, 4] if args.quick else [2, 4, 8, 16],
                         20 if args.quick else 100)
     scale = scaling(n_samples, [1, 2], params)
-    write_csv(out / "overhead.csv", over)
-    write_csv(out / "scaling.csv", scale)
+    write_rows(out / "overhead.csv", over)
+    write_rows(out / "scaling.csv", scale)
     plot(out, over, scale)
     (out / "summary.md").write_text(summary(over, scale, params, args.quick))
     print((out / "summary.md").read_text())

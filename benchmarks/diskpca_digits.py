@@ -18,12 +18,12 @@ Measured, all in one run:
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 from pathlib import Path
 
 import numpy as np
 
+from kernelscale.bench import write_rows
 from kernelscale.datasets import load_digits_standardized
 from kernelscale.horizontal import diskpca, distributed_error, uniform_batch, uniform_dislr
 from kernelscale.kernels import make_kernel, median_heuristic
@@ -122,10 +122,7 @@ def main(argv=None):
         lines.append(f"| {messages} | {words[0]:,} | {words[1]:,} |")
         print(lines[-1], flush=True)
     OUT.mkdir(parents=True, exist_ok=True)
-    with open(OUT / "results.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["setting", *rows[0].keys() - {"setting"}])
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(OUT / "results.csv", [{"setting": r["setting"], **r} for r in rows])
     (OUT / "summary.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {OUT}/results.csv and summary.md")
 

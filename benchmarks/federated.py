@@ -29,7 +29,6 @@ All words are counted by the runtime's ledger (phase 'fit').
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +36,7 @@ import scipy.linalg as sla
 from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
+from kernelscale.bench import write_rows
 from kernelscale.datasets import load_digits_standardized, make_gaussian_mixture
 from kernelscale.federated import (
     ck_kmeans,
@@ -254,13 +254,6 @@ def plot(rows, recovery, path):
     fig.savefig(path, dpi=100)
 
 
-def write_csv(path, rows):
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run")
@@ -287,8 +280,8 @@ def run(args):
     n = X.shape[0]
     exact = float(sla.eigvalsh(make_kernel("rbf", gamma=gamma_rule(X))(X, X),
                                subset_by_index=[n - S, n - 1]).sum())
-    write_csv(OUT / "runs.csv", rows)
-    write_csv(OUT / "recovery.csv", recovery)
+    write_rows(OUT / "runs.csv", rows)
+    write_rows(OUT / "recovery.csv", recovery)
     plot(rows, recovery, OUT / "federated.png")
     summary(rows, recovery, scaling, exact, OUT / "summary.md", args.quick, len(seeds))
 

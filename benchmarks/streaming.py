@@ -29,7 +29,6 @@ timings noise).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import resource
 import subprocess
@@ -41,6 +40,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from kernelscale.bench import write_rows
 from kernelscale.datasets import iter_gaussian_mixture, load_digits_standardized, make_random_noisy
 from kernelscale.kernels import make_kernel, median_heuristic
 from kernelscale.metrics import (
@@ -155,13 +155,6 @@ def memory(ns, m, l, chunk):
     return rows
 
 
-def write_csv(path, rows):
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def plot_sweep(rows, path):
     import matplotlib
 
@@ -246,18 +239,18 @@ def run(argv=None):
     rows = sweep("RandomNoisy", noisy[: -200 if q else -1000], noisy[-200 if q else -1000 :],
                  sizes, ls, 300 if q else 2000)
     rows += sweep("digits", Xd[:-300], Xd[-300:], sizes, ls, 300 if q else 1497)
-    write_csv(OUT / "error_vs_size.csv", rows)
+    write_rows(OUT / "error_vs_size.csv", rows)
     plot_sweep(rows, OUT / "error_vs_size.png")
     print("train time scaling", flush=True)
     plan = [(200, [2000, 4000])] if q else [(1000, [5000, 10000, 20000, 40000]), (2000, [20000])]
     srows = scaling(None, plan)
-    write_csv(OUT / "train_time_scaling.csv", srows)
+    write_rows(OUT / "train_time_scaling.csv", srows)
     plot_scaling(srows, OUT / "train_time_scaling.png")
     mrows = []
     if not args.skip_memory:
         print("memory", flush=True)
         mrows = memory([100_000, 300_000] if q else [1_000_000, 10_000_000], 128, 16, 10_000)
-        write_csv(OUT / "memory.csv", mrows)
+        write_rows(OUT / "memory.csv", mrows)
     write_summary(rows, srows, mrows, q)
 
 

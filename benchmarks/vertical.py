@@ -22,7 +22,6 @@ machine, in-process (parties run one after the other).
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import numpy as np
 import scipy.linalg as sla
 from threadpoolctl import threadpool_limits
 
+from kernelscale.bench import write_rows
 from kernelscale.datasets import load_digits_standardized, make_low_rank_linear
 from kernelscale.kernels import make_kernel
 from kernelscale.metrics.subspace import projector_error, sin_theta_distance
@@ -207,13 +207,6 @@ def rbf_digits(quick, seeds):
     return rows
 
 
-def write_csv(path, rows):
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def mean_by(rows, keys, value, **where):
     table = {}
     for r in rows:
@@ -341,9 +334,9 @@ def main(argv=None) -> int:
     with threadpool_limits(1):
         fig2, fig4 = figure2(args.quick, seeds), figure4(args.quick, seeds)
         digits = rbf_digits(args.quick, seeds[:2])
-    write_csv(out / "figure2_parties_samples.csv", fig2)
-    write_csv(out / "figure4_dkpca_vs_dpca.csv", fig4)
-    write_csv(out / "rbf_poly_digits.csv", digits)
+    write_rows(out / "figure2_parties_samples.csv", fig2)
+    write_rows(out / "figure4_dkpca_vs_dpca.csv", fig4)
+    write_rows(out / "rbf_poly_digits.csv", digits)
     plot(fig2, fig4, digits, out / "vertical.png")
     text = summary(fig2, fig4, digits, args.quick)
     (out / "summary.md").write_text(text)

@@ -21,6 +21,7 @@ from kernelscale.bench import (
     get_experiment,
     read_results,
     run_experiment,
+    write_rows,
     write_summary,
 )
 from kernelscale.bench import cli as bench_cli
@@ -62,6 +63,16 @@ def test_csv_rows_and_columns(tmp_path):
     assert gram[40] > gram[20]
     summary = write_summary(path).read_text()
     assert "diskpca (sketch)" in summary and "| exact |" in summary
+
+
+def test_write_rows_keeps_the_first_rows_column_order(tmp_path):
+    rows = [{"method": "a", "budget": 50, "error": 1.5},
+            {"method": "b", "budget": 100, "error": 0.25}]
+    write_rows(tmp_path / "rows.csv", rows)
+    with open(tmp_path / "rows.csv", newline="") as handle:
+        reader = csv.DictReader(handle)
+        assert reader.fieldnames == ["method", "budget", "error"]
+        assert [dict(r) for r in reader] == [{k: str(v) for k, v in r.items()} for r in rows]
 
 
 def test_reference_matches_metrics_module():

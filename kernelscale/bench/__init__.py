@@ -12,6 +12,7 @@ from kernelscale.bench.runner import (
     exact_reference,
     resolve_kernel,
     run_experiment,
+    write_rows,
 )
 from kernelscale.bench.spec import Experiment, Method, diskpca_methods
 
@@ -28,5 +29,6 @@ __all__ = [
     "read_results",
     "resolve_kernel",
     "run_experiment",
+    "write_rows",
     "write_summary",
 ]

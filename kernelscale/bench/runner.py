@@ -48,6 +48,14 @@ def resolve_kernel(spec: dict, X, random_state=0) -> Kernel:
     return make_kernel(n_features=X.shape[1], **params)
 
 
+def write_rows(path, rows: list[dict]) -> None:
+    """Write dict rows as CSV, the columns in the order of the first row's keys."""
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def check_gram_entries(X, K, n_checks: int = 2000, random_state=0, rtol: float = 1e-8,
                        kernel: Kernel | None = None) -> None:
     """Compare sampled entries of a large block ``K`` with direct row dot products.
