@@ -66,11 +66,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv=None) -> int:
-    """Standalone entry point (``python -m kernelscale.bench.cli NAME``)."""
-    parser = argparse.ArgumentParser(prog="kernelscale")
-    add_subcommand(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
+    """``python -m kernelscale.bench.cli bench NAME``: the same as ``kernelscale bench NAME``."""
+    from kernelscale.cli import main as kernelscale_main
+
+    return kernelscale_main(argv)
 
 
 if __name__ == "__main__":

@@ -114,11 +114,3 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
-
-
-def main(argv=None) -> int:
-    """Run ``stream`` alone (for testing without the project's main CLI)."""
-    parser = argparse.ArgumentParser(prog="kernelscale")
-    add_subcommand(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
