@@ -101,6 +101,18 @@ def horizontal_data(sparse=False, seed=0):
     return parts
 
 
+def remote_horizontal_data(tmp_path):
+    """horizontal_data() as arrays, as one .npy file per partition, and as a dask array."""
+    da = pytest.importorskip("dask.array")
+    parts = horizontal_data()
+    paths = []
+    for i, part in enumerate(parts):
+        paths.append(str(tmp_path / f"part{i}.npy"))
+        np.save(paths[-1], part)
+    chunks = da.from_array(np.vstack(parts), chunks=(tuple(len(p) for p in parts), (5,)))
+    return parts, paths, chunks
+
+
 SMALL = {"n_components": 3, "n_landmarks": 25, "n_random_features": 80,
          "embedding_dim": 8, "row_sketch_dim": 16, "chunk_size": 32}
 
@@ -147,14 +159,8 @@ def test_estimator_on_dask(client):
 def test_estimator_on_remote_data(client, tmp_path):
     """Loaders and a dask array: the data stays on the workers, same model and fit words."""
     horizontal = optional("kernelscale.horizontal")
-    da = pytest.importorskip("dask.array")
-    parts = horizontal_data()
-    paths = []
-    for i, part in enumerate(parts):
-        paths.append(str(tmp_path / f"part{i}.npy"))
-        np.save(paths[-1], part)
+    parts, paths, chunks = remote_horizontal_data(tmp_path)
     X = np.vstack(parts)
-    chunks = da.from_array(X, chunks=(tuple(len(p) for p in parts), (5,)))
     params = dict(kernel="rbf", gamma=0.1, random_state=3, **SMALL)
     local = horizontal.DistributedKernelPCA(**params).fit(parts)
     for data in (paths, chunks):
@@ -332,14 +338,8 @@ def test_clustering_estimators_on_remote_data(client, tmp_path):
     """Loaders and a dask array: same labels (partition order) and the same ledger."""
     from kernelscale import DistributedSpectralClustering, FederatedKernelKMeans
 
-    da = pytest.importorskip("dask.array")
-    parts = horizontal_data()
-    paths = []
-    for i, part in enumerate(parts):
-        paths.append(str(tmp_path / f"part{i}.npy"))
-        np.save(paths[-1], part)
+    parts, paths, chunks = remote_horizontal_data(tmp_path)
     X = np.vstack(parts)
-    chunks = da.from_array(X, chunks=(tuple(len(p) for p in parts), (5,)))
     cases = [
         (FederatedKernelKMeans, dict(n_clusters=3, n_random_features=20, max_iter=3,
                                      coreset_size=40, random_state=5), (paths, chunks)),
