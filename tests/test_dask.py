@@ -142,6 +142,19 @@ def test_same_replies_and_same_ledger_as_in_process(client, sparse):
     assert local.ledger.words_by_kind()["raw_points"] > 0
 
 
+def test_summed_rounds_and_timings_on_dask(client):
+    partitions = [make_partition(i) for i in range(3)]
+    local = LocalCluster(partitions, n_jobs=2)
+    with DaskCluster.from_arrays(client, partitions, timeout=TIMEOUT) as remote:
+        totals = [c.scatter_map(embed, [(7,), (8,), (9,)], round="embed", reduce="sum")
+                  for c in (local, remote)]
+        np.testing.assert_allclose(totals[0], totals[1], rtol=1e-12)
+        assert remote.ledger == local.ledger
+        (timing,) = remote.ledger.times()
+        assert timing.round == "embed" and 0 <= timing.slowest_worker_seconds <= timing.wall_seconds
+    local.close()
+
+
 def test_loaders_run_on_the_workers(client, tmp_path):
     np.save(tmp_path / "p0.npy", make_partition(0))
     loaders = [str(tmp_path / "p0.npy"), functools.partial(make_partition, 1)]

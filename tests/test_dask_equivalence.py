@@ -182,7 +182,7 @@ class CrashingDaskCluster(DaskCluster):
     crash_round = "adaptive sampling: residuals"
     victim = 1
 
-    def _run(self, step, per_worker_args, round):
+    def _run(self, step, per_worker_args, round, deliver):
         if round == self.crash_round and not getattr(self, "crashed", False):
             self.crashed = True
             address = self.addresses[self.victim]
@@ -190,7 +190,7 @@ class CrashingDaskCluster(DaskCluster):
             deadline = time.monotonic() + TIMEOUT  # until the scheduler saw it go
             while address in self.client.nthreads() and time.monotonic() < deadline:
                 time.sleep(0.05)
-        return super()._run(step, per_worker_args, round)
+        return super()._run(step, per_worker_args, round, deliver)
 
 
 def test_diskpca_rebuilds_a_worker_lost_mid_fit(client, tmp_path):

@@ -127,14 +127,18 @@ class _NoRescaleCluster(LocalCluster):
     clients that answered: DSPGD as if the rescaling were not there.
     """
 
-    def _run(self, step, per_worker_args, round):
-        replies = super()._run(step, per_worker_args, round)
-        if round == "dspgd: lanczos step":
-            rows = np.array([state.data.shape[0] for state in self.states])
-            answered = np.array([r is not None for r in replies])
-            shrink = rows[answered].sum() / rows.sum()
-            replies = [None if r is None else shrink * r for r in replies]
-        return replies
+    def _run(self, step, per_worker_args, round, deliver):
+        if round != "dspgd: lanczos step":
+            return super()._run(step, per_worker_args, round, deliver)
+        replies = {}
+        super()._run(step, per_worker_args, round,
+                     lambda worker, reply, seconds: replies.__setitem__(worker, reply))
+        rows = np.array([state.data.shape[0] for state in self.states])
+        answered = np.array([replies[w] is not None for w in range(self.n_workers)])
+        shrink = rows[answered].sum() / rows.sum()
+        for worker in range(self.n_workers):
+            reply = replies[worker]
+            deliver(worker, None if reply is None else shrink * reply, 0.0)
 
 
 def test_dropout_rescaling_keeps_the_top_eigenvalues():

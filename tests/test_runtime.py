@@ -18,6 +18,7 @@ from kernelscale.runtime import (
     validate_cluster,
     worker_seeds,
 )
+from kernelscale.runtime.cluster import add_reply, effective_n_jobs
 
 
 def _echo_rows(state, payload):
@@ -252,3 +253,146 @@ def test_validate_cluster_rejects_non_numeric_and_1d():
 def test_cluster_needs_a_worker():
     with pytest.raises(ValueError, match="at least one worker"):
         LocalCluster([])
+
+
+# --- reductions, the thread pool, timings -----------------------------------------------------
+
+
+def _random_reply(state, size):
+    """A reply that depends on the worker's data: (d x size) block and its row count."""
+    block = np.outer(state.data.sum(axis=0), np.arange(1.0, size + 1))
+    return Tagged(sketch=block, scalars=[np.array([state.data.shape[0]]), None])
+
+
+def _maybe_none(state):
+    return None if state.worker % 2 else state.data.sum(axis=0)
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2, 3])
+def test_sum_reduction_equals_the_sum_of_replies_and_counts_every_upload(n_jobs):
+    sizes = (3, 5, 2, 7, 1)
+    plain = _cluster(sizes)
+    summed = LocalCluster([s.data for s in plain.states], n_jobs=n_jobs)
+    replies = plain.broadcast_map(_random_reply, 6, round="r")
+    total = summed.broadcast_map(_random_reply, 6, round="r", reduce="sum")
+    np.testing.assert_allclose(total["sketch"], sum(r["sketch"] for r in replies), rtol=1e-14)
+    assert total["scalars"][0][0] == sum(sizes) and total["scalars"][1] is None
+    assert isinstance(total, Tagged)
+    assert summed.ledger == plain.ledger  # every worker's upload, in worker order
+    assert summed.ledger.upload_words() == len(sizes) * (4 * 6 + 1)
+    # the first reply is copied, not aliased: the workers' replies are unchanged
+    again = plain.broadcast_map(_random_reply, 6, round="r")
+    np.testing.assert_array_equal(again[0]["sketch"], replies[0]["sketch"])
+    summed.close()
+
+
+def test_sum_reduction_skips_none_and_rejects_unknown_reductions():
+    cluster = _cluster((3, 5, 2, 4))
+    total = cluster.broadcast_map(_maybe_none, round="r", reduce="sum")
+    expected = cluster.states[0].data.sum(axis=0) + cluster.states[2].data.sum(axis=0)
+    np.testing.assert_allclose(total, expected)
+    assert cluster.ledger.upload_words() == 2 * 4  # two workers answered None: no words
+    with pytest.raises(ValueError, match="reduce must be one of"):
+        cluster.broadcast_map(_maybe_none, round="r", reduce="mean")
+    with pytest.raises(ValueError, match="shapes"):
+        add_reply(np.ones(3), np.ones(4))
+
+
+@pytest.mark.parametrize("n_jobs", [None, 1, 2, -1])
+def test_thread_pool_gives_the_same_replies_and_ledger(n_jobs):
+    reference = _cluster((3, 5, 2, 4, 6))
+    parallel = LocalCluster([s.data for s in reference.states], n_jobs=n_jobs)
+    for cluster in (reference, parallel):
+        cluster.broadcast_map(_store, 5, round="store")
+        cluster.scatter_map(_reply, [(np.ones(k),) for k in range(5)], round="s")
+    replies = [c.broadcast_map(_random_reply, 3, round="r") for c in (reference, parallel)]
+    for a, b in zip(*replies, strict=True):
+        np.testing.assert_array_equal(a["sketch"], b["sketch"])
+    assert parallel.ledger == reference.ledger
+    parallel.close()
+
+
+def test_effective_n_jobs_follows_scikit_learn():
+    from joblib import cpu_count
+
+    assert effective_n_jobs(None) == 1 and effective_n_jobs(3) == 3
+    assert effective_n_jobs(-1) == cpu_count()
+    assert effective_n_jobs(-2) == max(1, cpu_count() - 1)
+    for bad in (0, 1.5, "2", True):
+        with pytest.raises(ValueError, match="n_jobs"):
+            effective_n_jobs(bad)
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_the_lowest_failing_worker_is_named_with_threads(n_jobs):
+    def fail_on_odd(state):
+        if state.worker % 2:
+            raise ValueError(f"odd {state.worker}")
+        return 0
+
+    cluster = LocalCluster([np.ones((2, 2))] * 6, n_jobs=n_jobs)
+    with pytest.raises(WorkerError, match="worker 1 failed in round 'odd'") as info:
+        cluster.broadcast_map(fail_on_odd, round="odd")
+    assert isinstance(info.value.__cause__, ValueError)
+    assert cluster.broadcast_map(_has_kept, round="after") == [0] * 6  # usable afterwards
+    cluster.close()
+
+
+def _packed_covariance(state, m):
+    z = np.cos(np.outer(state.data[:, 0], np.arange(m)))
+    return (z.T @ z)[np.triu_indices(m)]
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_master_memory_is_one_reply_with_five_thousand_workers(n_jobs):
+    """A summed round over s = 5,000 workers holds O(one reply), not O(s replies)."""
+    import tracemalloc
+
+    m = 200
+    reply_bytes = 8 * m * (m + 1) // 2  # 160 kB; all 5,000 replies would be 800 MB
+    cluster = LocalCluster(list(np.random.default_rng(0).standard_normal((5000, 1, 3))),
+                           n_jobs=n_jobs)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        total = cluster.broadcast_map(_packed_covariance, m, round="covariance", reduce="sum")
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+        cluster.close()
+    assert total.shape == (m * (m + 1) // 2,)
+    assert cluster.ledger.upload_words() == 5000 * m * (m + 1) // 2
+    # The running sum, the replies in flight (at most 2 n_jobs), each running step's
+    # temporaries (m x m and the triangle's indices: 5 replies' worth) and the ledger's
+    # two small records per worker (about 1.5 MB): tens of replies, where keeping
+    # every reply would take 5,000.
+    assert peak < 40 * reply_bytes, peak / reply_bytes
+
+
+def test_every_round_is_timed_and_summarised():
+    cluster = _cluster((30, 50))
+    cluster.broadcast_map(_reply, np.ones(10), round="first")
+    with cluster.phase("evaluate"):
+        cluster.broadcast_map(_random_reply, 3, round="second", reduce="sum")
+    times = cluster.ledger.times(None)
+    assert [(t.round, t.phase) for t in times] == [("first", "fit"), ("second", "evaluate")]
+    for t in times:
+        assert t.wall_seconds >= 0 and t.master_seconds >= 0
+        assert 0 <= t.slowest_worker_seconds <= t.worker_seconds
+    assert set(cluster.ledger.seconds_by_round("evaluate")) == {"second"}
+    text = cluster.ledger.summary("fit")
+    assert "slowest worker" in text and "first" in text.split("time (fit)")[1]
+    assert "slowest worker" not in cluster.ledger.summary("fit", times=False)
+    assert cluster.ledger.copy("evaluate").times("evaluate") == times[1:]
+    assert cluster.ledger.total_seconds(None) == pytest.approx(
+        sum(t.master_seconds + t.wall_seconds for t in times))
+
+
+def test_listeners_hear_every_round():
+    cluster = _cluster()
+    heard = []
+    cluster.add_listener(lambda round, phase, seconds: heard.append((round, phase)))
+    cluster.broadcast_map(_reply, 1, round="a")
+    with cluster.phase("evaluate"):
+        cluster.broadcast_map(_reply, 1, round="b")
+    assert heard == [("a", "fit"), ("b", "evaluate")]

@@ -115,38 +115,6 @@ def exact_reference(X, kernel: Kernel, n_components: int, center: bool) -> dict:
     return {"trace": trace, "opt": trace - float(np.sum(top)), "center_norm_sq": center_norm_sq}
 
 
-class TimedCluster(LocalCluster):
-    """A :class:`LocalCluster` that also times each worker step.
-
-    ``worker_seconds`` sums, over rounds, the slowest worker's step time: with
-    the master's own time added, the wall time the protocol would take with
-    every worker on its own machine (the in-process backend runs them one after
-    another).
-    """
-
-    def __init__(self, partitions):
-        super().__init__(partitions)
-        self.worker_seconds = 0.0
-        self.total_step_seconds = 0.0
-
-    def _run(self, step, per_worker_args, round):
-        slowest = 0.0
-
-        def timed(state, *args):
-            nonlocal slowest
-            start = time.perf_counter()
-            try:
-                return step(state, *args)
-            finally:
-                elapsed = time.perf_counter() - start
-                slowest = max(slowest, elapsed)
-                self.total_step_seconds += elapsed
-
-        replies = super()._run(timed, per_worker_args, round)
-        self.worker_seconds += slowest
-        return replies
-
-
 def _fit(method: Method, cluster, X, kernel, exp: Experiment, budget, seed):
     opts = dict(method.options)
     common = {"n_components": exp.n_components, "center": exp.center, "random_state": seed}
@@ -185,9 +153,18 @@ def _data_words(X) -> int:
     return int(2 * X.nnz) if sp.issparse(X) else int(X.size)
 
 
+def _parallel_seconds(times, seconds: float) -> float:
+    """The fit's time with every worker on its own machine (in-process workers run in turn).
+
+    Each round's worker steps (one after another here) are replaced by the
+    slowest of them; everything else (the master's work) stays.
+    """
+    return seconds - sum(t.worker_seconds - t.slowest_worker_seconds for t in times)
+
+
 def run_one(method: Method, exp: Experiment, X, parts, kernel, budget, seed, reference) -> dict:
     """Fit one method once and measure it; returns a CSV row (dict)."""
-    cluster = TimedCluster(parts)
+    cluster = LocalCluster(parts)
     tracemalloc.start()
     tracemalloc.reset_peak()
     start = time.perf_counter()
@@ -199,8 +176,8 @@ def run_one(method: Method, exp: Experiment, X, parts, kernel, budget, seed, ref
            "messages": method.options.get("messages", ""), "budget": budget if method.budgeted
            else "", "seed": seed, "n_workers": len(parts), "n_samples": X.shape[0],
            "n_features": X.shape[1], "seconds": round(seconds, 4),
-           "parallel_seconds": round(seconds - cluster.total_step_seconds
-                                     + cluster.worker_seconds, 4), "peak_mib": round(peak, 2)}
+           "parallel_seconds": round(_parallel_seconds(cluster.ledger.times("fit"), seconds), 4),
+           "peak_mib": round(peak, 2)}
     if method.function == "sklearn_kpca":
         row.update(n_landmarks=X.shape[0], fit_words=_data_words(X), upload_words=_data_words(X))
         trace = reference["trace"] if reference else math.nan

@@ -76,7 +76,7 @@ def dspgd_without_cem(cluster: Cluster, n_clusters: int, n_eigenvectors: int, *,
 
         def matvec(c, eta=eta, U=U, z=z):
             parts = [(c[a:b],) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-            a_sum = sum(cluster.scatter_map(at_c_step, parts, round="plain: A^T c"))
+            a_sum = cluster.scatter_map(at_c_step, parts, round="plain: A^T c", reduce="sum")
             local = cluster.broadcast_map(a_step, a_sum, round="plain: A A^T c")
             return eta * np.concatenate(local) + (1.0 - eta) * (U @ (z * (U.T @ c)))
 

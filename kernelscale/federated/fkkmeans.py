@@ -61,10 +61,9 @@ def paper_gamma(cluster: Cluster) -> float:
     Uses ``sum_ij ||x_i - x_j||^2 = 2 N sum_i ||x_i||^2 - 2 ||sum_i x_i||^2``, so
     each worker sends ``d + 2`` words and no distance crosses the network.
     """
-    replies = cluster.broadcast_map(moment_step, round="gamma: moments")
-    n = sum(r["scalars"][0] for r in replies)
-    sq = sum(r["scalars"][1] for r in replies)
-    total = sum(r["sketch"] for r in replies)
+    moments = cluster.broadcast_map(moment_step, round="gamma: moments", reduce="sum")
+    n, sq = moments["scalars"]
+    total = moments["sketch"]
     pair_sum = 2.0 * n * sq - 2.0 * float(total @ total)
     if pair_sum <= 0:
         raise ValueError("All points are identical: the paper's gamma rule is undefined.")
@@ -265,8 +264,9 @@ def dspgd_cem(
         scale = info_rows.sum() / info_rows[answers].sum()
 
         def matvec(c, scale=scale):
-            replies = cluster.broadcast_map(gram_matvec_step, c, round="dspgd: lanczos step")
-            return scale * sum(r for r in replies if r is not None)
+            # Clients that dropped out answer None, which adds nothing.
+            return scale * cluster.broadcast_map(gram_matvec_step, c,
+                                                 round="dspgd: lanczos step", reduce="sum")
 
         # Step 10: DLA on W_t^T W_t, size D + r_t.
         last = t == max_iter

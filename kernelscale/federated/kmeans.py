@@ -284,15 +284,15 @@ def _refine(cluster, candidates, n_refine, source, responders):
     ``n_init`` picks the lowest inertia).
     """
     for _ in range(n_refine):
-        parts = cluster.scatter_map(
+        # Workers that dropped out answer None, which adds nothing.
+        total = cluster.scatter_map(
             lloyd_step,
             [(candidates, source) if answer else () for answer in responders],
             round="kmeans: Lloyd refinement",
+            reduce="sum",
         )
-        parts = [p for p in parts if p]
-        sums = sum(p["sketch"] for p in parts)
-        counts = sum(p["scalars"][0] for p in parts)
-        costs = sum(p["scalars"][1] for p in parts)
+        sums = total["sketch"]
+        counts, costs = total["scalars"]
         moved = counts > 0
         candidates = candidates.copy()
         candidates[moved] = sums[moved] / counts[moved][:, None]

@@ -165,13 +165,13 @@ def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10
     seed = shared_seed(rng)
     config = {"kernel": kernel.to_dict(), "n_random_features": int(n_random_features),
               "chunk_size": int(chunk_size), "center": bool(center)}
-    replies = cluster.broadcast_map(random_features_step, Tagged(seed=seed, model=config),
-                                    round="random features: Z_i^T Z_i")
+    total = cluster.broadcast_map(random_features_step, Tagged(seed=seed, model=config),
+                                  round="random features: Z_i^T Z_i", reduce="sum")
     m = make_feature_map(kernel, info.n_features, n_random_features, seed).n_components
-    cov = sum(unpack_symmetric(r["sketch"], m) for r in replies)
+    cov = unpack_symmetric(total["sketch"], m)
     mean = None
     if center:
-        mean = sum(r["scalars"] for r in replies) / info.n_samples
+        mean = total["scalars"] / info.n_samples
         cov -= info.n_samples * np.outer(mean, mean)
     w, V = _numerical_range(*top_eigh(cov, n_components))
     # Rank below k (e.g. the linear kernel's m = d features): zero components beyond it.

@@ -194,14 +194,15 @@ def leverage_sample(cluster: Cluster, config: dict, n_leverage: int, rng):
     own = worker_seeds(rng, s)
     name = ("leverage scores: E_i^T E_i" if config["messages"] == "gram"
             else "leverage scores: T_i^T E_i (E_i where n_i <= p)")
+    gram_mode = config["messages"] == "gram"
     replies = cluster.scatter_map(
         embed_step,
         [(Tagged(seed=(feature_seed, sketch_seed, own[i]), model=config),) for i in range(s)],
-        round=name, reply_kind="sketch")
+        round=name, reply_kind="sketch", reduce="sum" if gram_mode else None)
     # Step 2 (Algorithm 1, line 2): the master's factor Z of the (sketched) embedding
     t = config["embedding_dim"]
-    if config["messages"] == "gram":
-        whitener = whitening(sum(unpack_symmetric(r, t) for r in replies))
+    if gram_mode:  # E^T E = sum_i E_i^T E_i
+        whitener = whitening(unpack_symmetric(replies, t))
     else:
         whitener = whitening_from_rows(np.vstack(replies))
     sums = cluster.broadcast_map(leverage_scores_step, whitener,

@@ -122,16 +122,21 @@ def dislr(cluster: Cluster, Y, new_points, kernel: Kernel, n_components: int, n_
     name = (f"{round_prefix}: k(Y,A_i) k(A_i,Y)" if messages == "gram"
             else f"{round_prefix}: k(Y,A_i) T_i (k(Y,A_i) where n_i <= w)")
     args = [(Tagged(raw_points=new_points, model=config, seed=s),) for s in seeds]
-    replies = cluster.scatter_map(projection_step, args, round=name, reply_kind="sketch")
+    gram_mode = messages == "gram"
+    # Gram mode: the master needs only sum_i k(Y,A_i) k(A_i,Y) (and the row sums).
+    replies = cluster.scatter_map(projection_step, args, round=name, reply_kind="sketch",
+                                  reduce="sum" if gram_mode else None)
     # Master: Q = phi(Y) F is an orthonormal basis of span(phi(Y)).
     F = whitening(kernel(Y, Y), rtol)
     mean = None
     if center:
-        mean = sum(r["scalars"][0] for r in replies) / n_samples
+        row_sums = (replies["scalars"][0] if gram_mode
+                    else sum(r["scalars"][0] for r in replies))
+        mean = row_sums / n_samples
     if F.shape[1] == 0:  # phi(Y) = 0 (e.g. linear kernel, all-zero data): no direction
         eigenvalues, W = np.zeros(0), np.zeros((0, 0))
-    elif messages == "gram":
-        G = sum(unpack_symmetric(r["sketch"], n_y) for r in replies)
+    elif gram_mode:
+        G = unpack_symmetric(replies["sketch"], n_y)
         if center:
             G -= n_samples * np.outer(mean, mean)
         eigenvalues, W = top_eigh(F.T @ G @ F, n_components)

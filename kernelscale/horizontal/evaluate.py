@@ -50,10 +50,10 @@ def distributed_error(cluster: Cluster, model, center_norm_sq: float | None = No
     arrays, meta = model.to_arrays()
     meta = {**meta, "model_type": model.model_type}
     with cluster.phase("evaluate"):
-        replies = cluster.broadcast_map(energy_step,
-                                        Tagged(model=(arrays, meta), scalars=int(chunk_size)),
-                                        round="evaluate: energy", reply_kind="scalars")
-    total = np.sum(replies, axis=0)
+        total = cluster.broadcast_map(energy_step,
+                                      Tagged(model=(arrays, meta), scalars=int(chunk_size)),
+                                      round="evaluate: energy", reply_kind="scalars",
+                                      reduce="sum")
     n, diag_sum, captured = total[:3]
     projection_sum = total[3:] if total.size > 3 else None
     result = error_from_sums(model, diag_sum, captured, int(n), center_norm_sq,

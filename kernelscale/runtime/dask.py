@@ -253,17 +253,19 @@ class DaskCluster(Cluster):
         self.addresses[worker] = address
 
     # -------------------------------------------------------------------- rounds
-    def scatter_map(self, step, per_worker_args, round, kind="model", reply_kind="sketch"):
+    def scatter_map(self, step, per_worker_args, round, kind="model", reply_kind="sketch",
+                    reduce=None):
         # Same counting as the base class; the kinds are kept for a replay.
         self._kinds = (kind, reply_kind)
         try:
             return super().scatter_map(
-                step, per_worker_args, round=round, kind=kind, reply_kind=reply_kind
+                step, per_worker_args, round=round, kind=kind, reply_kind=reply_kind,
+                reduce=reduce,
             )
         finally:
             self._kinds = None
 
-    def _run(self, step, per_worker_args, round):
+    def _run(self, step, per_worker_args, round, deliver):
         if any(actor is None for actor in self._actors):
             raise RuntimeError("This DaskCluster is closed; build a new one.")
         if step is _reset_state:
@@ -288,10 +290,11 @@ class DaskCluster(Cluster):
             self._history.append(_Call(step, per_worker_args, round, kind, reply_kind))
         if step is describe_partition:
             self._data_normalised = True
-        return [replies[w] for w in range(self.n_workers)]
+        for worker in range(self.n_workers):
+            deliver(worker, *replies.pop(worker))
 
     def _call(self, step, per_worker_args, round, workers, recovery=False):
-        """Run one round on ``workers``: (replies, step errors, lost workers).
+        """Run one round on ``workers``: ({worker: (reply, seconds)}, step errors, lost workers).
 
         With ``recovery``, the arguments are counted again under phase ``"recovery"``.
         """
@@ -301,7 +304,7 @@ class DaskCluster(Cluster):
         lost: dict[int, str] = {}
         for w in workers:
             try:
-                futures[w] = self._actors[w].run(step, *per_worker_args[w])
+                futures[w] = self._actors[w].run_timed(step, *per_worker_args[w])
             except Exception as exc:  # the actor proxy refuses calls once its worker is gone
                 lost[w] = self._lost_message(w, exc)
         replies: dict[int, Any] = {}

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
-from kernelscale.runtime.cluster import WorkerState
+from kernelscale.runtime.cluster import WorkerState, one_blas_thread
 from kernelscale.runtime.ledger import count_words
 
 
@@ -54,11 +55,18 @@ class PartitionActor:
         self.state = WorkerState(data, worker)
 
     def run(self, step: Callable, *args):
-        reply = step(self.state, *args)
+        with one_blas_thread():
+            reply = step(self.state, *args)
         # A reply the ledger cannot count cannot be sent either (Dask would stall
         # on it until the timeout): fail now, as a step error.
         count_words(reply)
         return reply
+
+    def run_timed(self, step: Callable, *args) -> tuple:
+        """``(reply, seconds in the step)``."""
+        start = time.perf_counter()
+        reply = self.run(step, *args)
+        return reply, time.perf_counter() - start
 
 
 __all__ = ["PartitionActor", "load_partition", "settle"]

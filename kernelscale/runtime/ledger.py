@@ -21,9 +21,37 @@ import scipy.sparse as sp
 DOWN = "master->worker"
 UP = "worker->master"
 KINDS = ("seed", "scalars", "sketch", "raw_points", "model")
+TIME_COLUMNS = ("master", "wall", "slowest worker", "workers")
 
 
 @dataclass(frozen=True)
+class RoundTime:
+    """Where the time of one round went.
+
+    Attributes
+    ----------
+    round, phase : str
+    master_seconds : float
+        The master's own work since the previous round ended (what it computed
+        to send this round: a whitening factor, a sample allocation...).
+    wall_seconds : float
+        From sending the round to holding every reply (summed, for a reduction).
+    slowest_worker_seconds : float
+        The longest worker step of the round: with every worker on its own
+        machine, the round takes at least this long.
+    worker_seconds : float
+        All workers' step time added up (the in-process work with one core).
+    """
+
+    round: str
+    phase: str
+    master_seconds: float
+    wall_seconds: float
+    slowest_worker_seconds: float
+    worker_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     """One message between the master and one worker."""
 
@@ -99,6 +127,7 @@ class Ledger:
 
     def __init__(self):
         self._messages: list[Message] = []
+        self._times: list[RoundTime] = []
 
     def record(self, round: str, phase: str, direction: str, kind: str, worker: int, payload):
         """Count one payload (a ``Tagged`` payload is split by kind)."""
@@ -116,6 +145,55 @@ class Ledger:
         self._messages.append(
             Message(round, phase, direction, kind, int(worker), words, count_bytes(payload))
         )
+
+    def record_time(self, round: str, phase: str, master_seconds: float,
+                    wall_seconds: float, worker_seconds) -> None:
+        """Keep the timing of one round (``worker_seconds``: each worker's step time)."""
+        worker_seconds = np.asarray(worker_seconds, dtype=float)
+        slowest = float(worker_seconds.max()) if worker_seconds.size else 0.0
+        self._times.append(RoundTime(round, phase, float(master_seconds), float(wall_seconds),
+                                     slowest, float(worker_seconds.sum())))
+
+    def times(self, phase: str | None = "fit") -> list[RoundTime]:
+        """The timing of every round, in order, optionally of one phase."""
+        return [t for t in self._times if phase is None or t.phase == phase]
+
+    def seconds_by_round(self, phase: str | None = "fit") -> dict[str, dict[str, float]]:
+        """``{round: {'master': s, 'wall': s, 'slowest worker': s, 'workers': s}}``.
+
+        Rounds of the same name (top-ups, iterations) are added up.
+        """
+        table: dict[str, dict[str, float]] = {}
+        for t in self.times(phase):
+            row = table.setdefault(t.round, dict.fromkeys(TIME_COLUMNS, 0.0))
+            row["master"] += t.master_seconds
+            row["wall"] += t.wall_seconds
+            row["slowest worker"] += t.slowest_worker_seconds
+            row["workers"] += t.worker_seconds
+        return table
+
+    def total_seconds(self, phase: str | None = "fit") -> float:
+        """Master time plus round wall time over the phase: the protocol's elapsed time."""
+        return sum(t.master_seconds + t.wall_seconds for t in self.times(phase))
+
+    def time_summary(self, phase: str | None = "fit") -> str:
+        """A readable table of where the time of each round went, in seconds."""
+        rows = self.seconds_by_round(phase)
+        if not rows:
+            return f"time ({'all phases' if phase is None else phase}): no rounds"
+        width = max([len("round")] + [len(r) for r in rows])
+        lines = [f"{'round':<{width}}  " + "  ".join(f"{c:>14}" for c in TIME_COLUMNS)]
+        totals = dict.fromkeys(TIME_COLUMNS, 0.0)
+        for name, row in rows.items():
+            lines.append(f"{name:<{width}}  " + "  ".join(f"{row[c]:>14.3f}" for c in TIME_COLUMNS))
+            for c in TIME_COLUMNS:
+                totals[c] += row[c]
+        lines.append(f"{'total':<{width}}  " + "  ".join(f"{totals[c]:>14.3f}"
+                                                         for c in TIME_COLUMNS))
+        title = (f"time ({'all phases' if phase is None else phase}), in seconds: the master's "
+                 "own work before each round, the round's wall time, its slowest worker step, "
+                 "and all worker steps added up")
+        return "\n".join([title, *lines])
 
     def extend(self, messages) -> None:
         """Append already counted messages (used by backends that merge ledgers)."""
@@ -175,8 +253,8 @@ class Ledger:
     def phases(self) -> list[str]:
         return list(dict.fromkeys(m.phase for m in self._messages))
 
-    def summary(self, phase: str | None = "fit") -> str:
-        """A readable table of words per round and direction."""
+    def summary(self, phase: str | None = "fit", times: bool = True) -> str:
+        """A readable table of words per round and direction, then (``times``) of seconds."""
         rows = self.words_by_round(phase)
         width = max([len("round")] + [len(r) for r in rows])
         lines = [f"{'round':<{width}}  {'down':>12}  {'up':>12}  {'total':>12}"]
@@ -187,7 +265,10 @@ class Ledger:
         lines.append(f"{'total':<{width}}  {down:>12,}  {up:>12,}  {down + up:>12,}")
         kinds = ", ".join(f"{k}={v:,}" for k, v in self.words_by_kind(phase).items())
         title = f"communication ({'all phases' if phase is None else phase}), in words"
-        return "\n".join([title, *lines, f"by kind: {kinds or 'none'}"])
+        text = "\n".join([title, *lines, f"by kind: {kinds or 'none'}"])
+        if times and self.times(phase):
+            text += "\n\n" + self.time_summary(phase)
+        return text
 
     def to_csv(self) -> str:
         """Every message as CSV text (one row per message)."""
@@ -203,12 +284,14 @@ class Ledger:
         """A new ledger with the messages of one phase (or all)."""
         other = Ledger()
         other.extend(self.rounds(phase))
+        other._times = self.times(phase)
         return other
 
     def __len__(self) -> int:
         return len(self._messages)
 
     def __eq__(self, other) -> bool:
+        """Same messages in the same order (timings are not compared)."""
         return isinstance(other, Ledger) and self._messages == other._messages
 
     def __repr__(self) -> str:

@@ -210,13 +210,13 @@ def dpca(
     neighbourhoods = _check_neighbourhoods(neighbourhoods, J)
 
     # Step 0: initial scores Y = C0 X, summed at the master (reference code's start).
-    partial = cluster.scatter_map(
+    scores = cluster.scatter_map(
         initial_partial_scores,
         [(s, int(n_components), info.n_features) for s in worker_seeds(rng, J)],
         round="initial scores",
         kind="seed",
+        reduce="sum",
     )
-    scores = np.sum(partial, axis=0)
     cluster.scatter_map(
         start_consensus,
         [(scores, neighbourhoods[j]) for j in range(J)],

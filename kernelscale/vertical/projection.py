@@ -95,15 +95,15 @@ def vertical_transform(
         if kernel.name == "linear":
             # Eq. (9): the parties project their own features, the centre adds up.
             coefficients = np.hstack([model.eigenvectors, np.full((n_fit, 1), 1.0 / n_fit)])
-            partials = cluster.broadcast_map(
+            total = cluster.broadcast_map(
                 partial_linear_projection,
                 n_fit,
                 coefficients,
                 int(chunk_size),
                 round="partial projections",
                 kind="model",
+                reduce="sum",
             )
-            total = np.sum(partials, axis=0)
             product, row_means = total[:, :-1], total[:, -1]
             if model.center:
                 product = model._centre_product(product, row_means)
@@ -112,7 +112,7 @@ def vertical_transform(
         out = np.empty((n_new, model.n_components))
         for start in range(0, n_new, chunk_size):
             stop = min(start + chunk_size, n_new)
-            partials = cluster.broadcast_map(
+            total = cluster.broadcast_map(
                 partial_kernel_statistic,
                 n_fit,
                 start,
@@ -120,8 +120,8 @@ def vertical_transform(
                 STATISTIC[kernel.name],
                 round="partial distances" if kernel.name != "poly" else "partial inner products",
                 kind="scalars",
+                reduce="sum",
             )
-            total = np.sum(partials, axis=0)
             if kernel.name == "poly":
                 rows = (kernel.gamma * total + kernel.coef0) ** kernel.degree
             else:
