@@ -39,6 +39,7 @@ from kernelscale.federated.kmeans import kmeans_on_workers
 from kernelscale.federated.lanczos import lanczos
 from kernelscale.linalg import as_generator
 from kernelscale.runtime import Cluster, Tagged, shared_seed, validate_cluster
+from kernelscale.runtime.steps import worker_step
 
 DEFAULT_CHUNK_SIZE = 4096
 
@@ -47,6 +48,7 @@ DEFAULT_CHUNK_SIZE = 4096
 # The kernel parameter (section 6.1 of 003) from per-worker sums.
 
 
+@worker_step
 def moment_step(state):
     """Worker step: ``(n_m, sum ||x||^2)`` and ``sum x``: ``d + 2`` words, no pairs."""
     X = state.data
@@ -74,6 +76,7 @@ def paper_gamma(cluster: Cluster) -> float:
 # Worker steps of DSPGD with CEM.
 
 
+@worker_step
 def setup_step(state, gamma, n_random_features, chunk_size):
     """Worker step: keep the kernel parameter, D and the chunk size; start with B_1 = 0."""
     state.fk_params = (gamma, n_random_features, chunk_size)
@@ -91,6 +94,7 @@ def _w_chunks(state):
         yield start, np.hstack([np.sqrt(eta) * z, np.sqrt(1.0 - eta) * b])
 
 
+@worker_step
 def iteration_step(state, message):
     """Worker steps 7-8: fresh features from the seed, local Gram ``W_t[m]^T W_t[m]``."""
     eta = float(np.atleast_1d(message["scalars"])[0])
@@ -104,11 +108,13 @@ def iteration_step(state, message):
     state.W_gram = gram
 
 
+@worker_step
 def gram_matvec_step(state, c):
     """Worker step (one DLA step): ``W_t[m]^T W_t[m] c_q``, ``D + r_t`` words."""
     return state.W_gram @ c if state.responds else None
 
 
+@worker_step
 def project_step(state, projection, target):
     """Worker steps 12-13 / 17: ``state.<target> = W_t[m] @ projection``."""
     out = np.empty((state.data.shape[0], projection.shape[1]))
@@ -117,6 +123,7 @@ def project_step(state, projection, target):
     setattr(state, target, out)
 
 
+@worker_step
 def gather_step(state, projection):
     """Evaluation step: the rows ``W_t[m] @ projection`` (benchmarks on small data)."""
     return np.vstack([W @ projection for _, W in _w_chunks(state)])

@@ -39,6 +39,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from kernelscale.linalg import as_generator
 from kernelscale.runtime import Cluster, Tagged, validate_cluster, worker_seeds
+from kernelscale.runtime.steps import worker_step
 
 POINT_KINDS = ("raw_points", "sketch")
 
@@ -81,6 +82,7 @@ def _sq_dist_to_centers(X, centers):
     return np.maximum(d2[np.arange(X.shape[0]), nearest], 0.0), nearest
 
 
+@worker_step
 def local_solution_step(state, n_clusters, source, seed, responds=True):
     """Worker step 1: local k-means++ / Lloyd solution; reply its cost (1 word)."""
     X = _rows(state, source)
@@ -101,6 +103,7 @@ def local_solution_step(state, n_clusters, source, seed, responds=True):
     return float(m.sum()) if responds else None
 
 
+@worker_step
 def coreset_step(state, *request):
     """Worker step 2: sample ``n_sampled`` points in proportion to ``m_p``, weight them.
 
@@ -129,12 +132,14 @@ def coreset_step(state, *request):
     )
 
 
+@worker_step
 def assign_step(state, centers, source):
     """Worker step 3: label the rows by the nearest broadcast centre (kept locally)."""
     _, state.kmeans_labels = _sq_dist_to_centers(_rows(state, source), centers)
     return None
 
 
+@worker_step
 def lloyd_step(state, *request):
     """Worker step of a Lloyd refinement of several candidate solutions at once.
 
@@ -154,6 +159,7 @@ def lloyd_step(state, *request):
     return Tagged(sketch=sums, scalars=[counts, np.array(costs)])
 
 
+@worker_step
 def collect_labels_step(state):
     """Worker step: hand the labels to the caller (counted in phase ``collect``)."""
     return state.kmeans_labels

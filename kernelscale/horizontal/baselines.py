@@ -31,6 +31,7 @@ from kernelscale.runtime import (
     validate_cluster,
     worker_seeds,
 )
+from kernelscale.runtime.steps import worker_step
 
 
 def uniform_sample(cluster: Cluster, info, budget: int, rng) -> object:
@@ -107,6 +108,7 @@ def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
     return model
 
 
+@worker_step
 def _send_all_step(state):
     return Tagged(raw_points=state.data)
 
@@ -131,6 +133,7 @@ def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int = 10, center:
     return model
 
 
+@worker_step
 def random_features_step(state, message):
     """Worker: ``Z_i^T Z_i`` (packed) and, for centring, the column sums of ``Z_i``."""
     config = message["model"]

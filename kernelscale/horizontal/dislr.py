@@ -31,6 +31,7 @@ from kernelscale.linalg import (
 )
 from kernelscale.model import KernelPCAModel
 from kernelscale.runtime import Cluster, Tagged, WorkerState
+from kernelscale.runtime.steps import worker_step
 from kernelscale.sketches import make_sketch
 
 
@@ -56,6 +57,7 @@ def cap_at_rank(coef: np.ndarray, eigenvalues: np.ndarray, n_components: int, wh
             np.concatenate([eigenvalues, np.zeros(pad)]))
 
 
+@worker_step
 def projection_step(state: WorkerState, message):
     """Form Y = P + new points; reply the disLR message for ``k(Y, A_i)``.
 
@@ -102,6 +104,7 @@ def projection_step(state: WorkerState, message):
     return Tagged(sketch=message, scalars=[row_sums, column_sums])
 
 
+@worker_step
 def store_model_step(state: WorkerState, coef, center):
     """Keep the components (the paper's final broadcast of W to the workers)."""
     state.coef = coef

@@ -15,8 +15,10 @@ import numpy as np
 from kernelscale.metrics.lowrank import error_from_sums, is_centred
 from kernelscale.model import MODEL_TYPES
 from kernelscale.runtime import Cluster, Tagged
+from kernelscale.runtime.steps import worker_step
 
 
+@worker_step
 def energy_step(state, message):
     """Worker: (n_i, sum k(a, a), sum ||transform(a)||^2[, sum transform(a)]), in chunks."""
     arrays, meta = message["model"]

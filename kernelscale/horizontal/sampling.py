@@ -17,6 +17,7 @@ from kernelscale.features import make_feature_map
 from kernelscale.kernels import Kernel
 from kernelscale.linalg import gram, pack_symmetric, unique_rows, whitening
 from kernelscale.runtime import Cluster, Tagged, WorkerState
+from kernelscale.runtime.steps import worker_step
 from kernelscale.sketches import make_sketch
 
 
@@ -188,6 +189,7 @@ def _rows(X, start, stop):
 
 
 # Step 1: kernel subspace embedding E_i = phi_hat(A_i) T (Algorithm 4 of 001, line 1)
+@worker_step
 def embed_step(state: WorkerState, message):
     """Embed the partition, keep ``E_i``, reply the leverage-score message.
 
@@ -226,6 +228,7 @@ def row_sketch(M: np.ndarray, n_out: int, seed: int, chunk: int) -> np.ndarray:
 
 
 # Step 2: disLS, line 3 of Algorithm 1 of 001: l_j = ||(Z^T)^-1 E^i_{:j}||^2
+@worker_step
 def leverage_scores_step(state: WorkerState, whitener: np.ndarray):
     """Keep the generalised leverage scores of the embedded rows; reply (sum, #positive)."""
     E, chunk = state.embedding, state.config["chunk_size"]
@@ -237,11 +240,13 @@ def leverage_scores_step(state: WorkerState, whitener: np.ndarray):
 
 
 # Step 3: leverage-score sampling of P (Algorithm 2 of 001, line 1)
+@worker_step
 def leverage_sample_step(state: WorkerState, count: int):
     return Tagged(raw_points=sample_rows(state, state.scores, int(count)))
 
 
 # Step 4: residuals k(a, a) - ||proj of phi(a) on span(phi(P))||^2 (Algorithm 2, line 3)
+@worker_step
 def residual_step(state: WorkerState, P):
     """Keep P; compute each row's squared feature-space distance to span(phi(P))."""
     config = state.config
@@ -260,15 +265,18 @@ def residual_step(state: WorkerState, P):
     return np.array([residual.sum(), np.count_nonzero(residual > 0)])
 
 
+@worker_step
 def adaptive_sample_step(state: WorkerState, count: int):
     return Tagged(raw_points=sample_rows(state, state.residual, int(count)))
 
 
+@worker_step
 def uniform_sample_step(state: WorkerState, count: int):
     """``count`` rows uniformly among the worker's unsampled rows."""
     return Tagged(raw_points=sample_rows(state, np.ones(state.data.shape[0]), int(count)))
 
 
+@worker_step
 def uniform_setup_step(state: WorkerState, own_seed: int):
     """Uniform baselines: a fresh sampler state (own seed, nothing sampled yet)."""
     state.rng = np.random.default_rng(own_seed)

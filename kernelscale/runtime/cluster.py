@@ -26,6 +26,7 @@ import scipy.sparse as sp
 from threadpoolctl import ThreadpoolController
 
 from kernelscale.runtime.ledger import DOWN, UP, Ledger, Tagged
+from kernelscale.runtime.steps import worker_step
 
 Step = Callable[..., object]
 REDUCTIONS = (None, "sum")
@@ -219,6 +220,7 @@ class Cluster(ABC):
         self.close()
 
 
+@worker_step
 def _reset_state(state: WorkerState) -> None:
     state.reset()
 

@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernelscale.runtime.cluster import Cluster, WorkerState
+from kernelscale.runtime.steps import worker_step
 
 CHUNK_ROWS = 65536
 
@@ -63,6 +64,7 @@ def count_nonfinite(X) -> int:
     return bad
 
 
+@worker_step
 def describe_partition(state: WorkerState):
     """Worker step: normalise the partition and report (rows, features, sparse, bad)."""
     state.data = as_float_matrix(state.data)

@@ -18,11 +18,13 @@ import numpy as np
 
 from kernelscale.linalg import as_generator
 from kernelscale.runtime import Cluster, Tagged, WorkerState, validate_cluster, worker_seeds
+from kernelscale.runtime.steps import worker_step
 from kernelscale.streaming.estimator import METHODS, build_method
 from kernelscale.streaming.frequent_directions import FrequentDirections
 from kernelscale.streaming.skpca import StreamingMethod
 
 
+@worker_step
 def sketch_partition(state: WorkerState, message: dict):
     """Worker step: stream the partition through a fresh sketch, reply with its state."""
     seeds, config = message["seed"], message["model"]

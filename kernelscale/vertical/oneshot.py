@@ -46,6 +46,7 @@ import scipy.sparse as sp
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel, make_kernel
 from kernelscale.linalg import top_eigh
 from kernelscale.runtime import Cluster, Tagged
+from kernelscale.runtime.steps import worker_step
 from kernelscale.runtime.validation import as_float_matrix, count_nonfinite
 
 VERTICAL_KERNELS = ("linear", "rbf", "laplacian", "poly")
@@ -154,6 +155,7 @@ def check_vertical_kernel(kernel: Kernel) -> Kernel:
     return kernel
 
 
+@worker_step
 def describe_block(state) -> np.ndarray:
     """Worker step: normalise the party's block, report (rows, features, sparse, non-finite)."""
     state.data = as_float_matrix(state.data)
@@ -205,6 +207,7 @@ def kernel_on_party(kernel: Kernel) -> Kernel:
 # ----------------------------------------------------------------------------- worker steps
 
 
+@worker_step
 def local_eigenpairs(state, kernel_params: dict, n_local_components: int, chunk_size: int):
     """Worker step 1 (Algorithm 1 of 002): top-D eigenpairs of the local kernel ``K_j``."""
     kernel = kernel_on_party(Kernel.from_dict(kernel_params))

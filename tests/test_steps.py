@@ -1,0 +1,89 @@
+"""The registry of worker steps: every protocol runs only registered kernelscale steps."""
+
+import numpy as np
+import pytest
+
+from kernelscale import make_kernel
+from kernelscale.datasets import load_digits_standardized
+from kernelscale.federated import distributed_spectral_clustering, fk_kmeans, rfk_kmeans
+from kernelscale.federated.dspgd_plain import dspgd_without_cem
+from kernelscale.horizontal import (
+    diskpca,
+    distributed_error,
+    exact_kpca,
+    random_features_pca,
+    uniform_batch,
+    uniform_dislr,
+)
+from kernelscale.partition import make_partition, split
+from kernelscale.runtime import LocalCluster
+from kernelscale.runtime.steps import resolve_step, step_name, worker_step
+from kernelscale.streaming import streaming_kpca_distributed
+from kernelscale.vertical import dpca, one_shot_kpca, vertical_transform
+
+
+class RegisteredStepsOnly(LocalCluster):
+    """Runs a step only through its registered name, as a remote worker would."""
+
+    def _run(self, step, per_worker_args, round, deliver):
+        resolved = resolve_step(step_name(step))
+        assert resolved is step
+        return super()._run(resolved, per_worker_args, round, deliver)
+
+
+@pytest.fixture(scope="module")
+def parts():
+    X, _ = load_digits_standardized()
+    X = X[:300]
+    return split(X, make_partition(X.shape[0], 4, "power_law", random_state=0))
+
+
+RBF = make_kernel("rbf", gamma=0.02)
+
+HORIZONTAL = [
+    lambda c: diskpca(c, RBF, 3, n_landmarks=30, center=True, random_state=0),
+    lambda c: diskpca(c, RBF, 3, n_landmarks=30, messages="sketch", random_state=0),
+    lambda c: uniform_dislr(c, RBF, 3, n_landmarks=30, random_state=0),
+    lambda c: uniform_batch(c, RBF, 3, n_landmarks=30, random_state=0),
+    lambda c: exact_kpca(c, RBF, 3),
+    lambda c: random_features_pca(c, RBF, 3, n_random_features=50, random_state=0),
+    lambda c: fk_kmeans(c, 4, n_random_features=20, max_iter=3, coreset_size=50,
+                        n_refine=2, dropout=0.3, random_state=0),
+    lambda c: dspgd_without_cem(c, 4, 4, gamma=0.02, n_random_features=20, max_iter=2,
+                                random_state=0),
+    lambda c: distributed_spectral_clustering(c, 4, kernel=RBF, n_landmarks=30,
+                                              coreset_size=50, random_state=0),
+    lambda c: rfk_kmeans(c, 4, n_random_features=20, coreset_size=50, random_state=0),
+    lambda c: streaming_kpca_distributed(c, gamma=0.02, n_random_features=50, sketch_size=6,
+                                         random_state=0),
+]
+
+
+@pytest.mark.parametrize("fit", range(len(HORIZONTAL)))
+def test_horizontal_and_federated_protocols_use_registered_steps(parts, fit):
+    cluster = RegisteredStepsOnly(parts)
+    model = HORIZONTAL[fit](cluster)
+    if hasattr(model, "coef") or hasattr(model, "components"):
+        distributed_error(cluster, model, 1.0)
+
+
+def test_vertical_protocols_use_registered_steps(parts):
+    X = np.vstack(parts)
+    blocks = [X[:200, :30], X[:200, 30:]]
+    model = one_shot_kpca(RegisteredStepsOnly(blocks), RBF, 3, n_local_components=8)
+    vertical_transform(RegisteredStepsOnly([X[:, :30], X[:, 30:]]), model)
+    dpca(RegisteredStepsOnly([X[:100, :30], X[:100, 30:]]), 2, n_inner=2, n_outer=2,
+         random_state=0)
+
+
+def test_registry_refuses_what_is_not_a_kernelscale_step():
+    with pytest.raises(ValueError, match="only kernelscale's own steps"):
+        resolve_step("os:system")
+    with pytest.raises(ValueError, match="not a registered worker step"):
+        resolve_step("kernelscale.linalg:whitening")  # a kernelscale function, not a step
+    with pytest.raises(ValueError, match="no module"):
+        resolve_step("kernelscale.nowhere:step")
+    with pytest.raises(ValueError, match="not a registered worker step"):
+        step_name(lambda state: 0)
+    with pytest.raises(ValueError, match="Only kernelscale's own functions"):
+        worker_step(pytest.approx)
