@@ -72,6 +72,8 @@ class Kernel:
             )
         Y = _distinct_buffer(X, Y)
         y_sq = row_sq_norms(Y) if self.name in ("rbf", "arccos") else None
+        if X.shape[0] <= chunk_size:  # one block: no copy into a second buffer
+            return self._block(X, Y, y_sq)
         out = np.empty((X.shape[0], Y.shape[0]), dtype=np.result_type(_dtype(X), _dtype(Y)))
         for start in range(0, X.shape[0], chunk_size):
             stop = min(start + chunk_size, X.shape[0])
@@ -104,8 +106,15 @@ class Kernel:
             return (self.gamma * inner + self.coef0) ** self.degree
         x_sq = row_sq_norms(Xc)
         if self.name == "rbf":
-            sq_dist = np.maximum(x_sq[:, None] + y_sq[None, :] - 2.0 * inner, 0.0)
-            return np.exp(-self.gamma * sq_dist)
+            # exp(-gamma max(||x||^2 + ||y||^2 - 2 <x, y>, 0)), in place on the block
+            if inner.dtype.kind != "f":
+                inner = inner.astype(np.float64)
+            inner *= -2.0
+            inner += x_sq[:, None]
+            inner += y_sq[None, :]
+            np.maximum(inner, 0.0, out=inner)
+            inner *= -self.gamma
+            return np.exp(inner, out=inner)
         return _arccos_block(inner, x_sq, y_sq, self.order)
 
     def to_dict(self) -> dict:

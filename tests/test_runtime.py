@@ -396,3 +396,47 @@ def test_listeners_hear_every_round():
     with cluster.phase("evaluate"):
         cluster.broadcast_map(_reply, 1, round="b")
     assert heard == [("a", "fit"), ("b", "evaluate")]
+
+
+def _chunk_sums(state, chunk_size):
+    """A step that adds up its chunks' values in row order (map_chunks)."""
+    from kernelscale.runtime.chunks import map_chunks
+
+    X = state.data
+    values = [v for *_, v in map_chunks(lambda a, b: np.cos(X[a:b]).sum(axis=0), X.shape[0],
+                                        chunk_size)]
+    starts = [a for a, *_ in map_chunks(lambda a, b: None, X.shape[0], chunk_size)]
+    total = np.zeros(X.shape[1])
+    for v in values:
+        total += v
+    return Tagged(sketch=total, scalars=np.array(starts))
+
+
+@pytest.mark.parametrize("n_jobs", [2, 3])
+def test_chunks_of_a_step_run_in_parallel_and_add_up_the_same(n_jobs):
+    rng = np.random.default_rng(5)
+    parts = [rng.standard_normal((n, 3)) for n in (1000, 7, 250)]
+    serial = LocalCluster(parts).broadcast_map(_chunk_sums, 64, round="c")
+    pooled = LocalCluster(parts, n_jobs=n_jobs)
+    parallel = pooled.broadcast_map(_chunk_sums, 64, round="c")
+    for a, b, X in zip(serial, parallel, parts, strict=True):
+        np.testing.assert_array_equal(a["sketch"], b["sketch"])
+        np.testing.assert_array_equal(b["scalars"], np.arange(0, X.shape[0], 64))
+    pooled.close()
+
+
+def test_a_failing_chunk_fails_the_step_with_the_worker_named():
+    from kernelscale.runtime.chunks import map_chunks
+
+    def step(state):
+        def compute(start, stop):
+            if start == 640:
+                raise FloatingPointError("chunk at row 640")
+            return stop - start
+        return sum(v for *_, v in map_chunks(compute, state.data.shape[0], 64))
+
+    cluster = LocalCluster([np.ones((100, 2)), np.ones((1000, 2))], n_jobs=2)
+    with pytest.raises(WorkerError, match="worker 1 failed.*chunk at row 640"):
+        cluster.broadcast_map(step, round="chunks")
+    assert cluster.broadcast_map(_has_kept, round="after") == [0, 0]
+    cluster.close()

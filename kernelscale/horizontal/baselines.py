@@ -31,6 +31,7 @@ from kernelscale.runtime import (
     validate_cluster,
     worker_seeds,
 )
+from kernelscale.runtime.chunks import map_chunks
 from kernelscale.runtime.steps import worker_step
 
 
@@ -143,10 +144,14 @@ def random_features_step(state, message):
     chunk = config["chunk_size"]
     m = fmap.n_components
     cov, sums = np.zeros((m, m)), np.zeros(m)
-    for start in range(0, state.data.shape[0], chunk):
-        Z = fmap.transform(state.data[start : start + chunk], chunk_size=chunk)
-        cov += gram(Z)
-        sums += Z.sum(axis=0)
+
+    def features_chunk(start, stop):
+        Z = fmap.transform(state.data[start:stop], chunk_size=chunk)
+        return gram(Z), Z.sum(axis=0)
+
+    for *_, (chunk_cov, chunk_sums) in map_chunks(features_chunk, state.data.shape[0], chunk):
+        cov += chunk_cov
+        sums += chunk_sums
     return Tagged(sketch=pack_symmetric(cov), scalars=sums if config["center"] else None)
 
 

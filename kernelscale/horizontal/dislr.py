@@ -31,6 +31,7 @@ from kernelscale.linalg import (
 )
 from kernelscale.model import KernelPCAModel
 from kernelscale.runtime import Cluster, Tagged, WorkerState
+from kernelscale.runtime.chunks import map_chunks
 from kernelscale.runtime.steps import worker_step
 from kernelscale.sketches import make_sketch
 
@@ -82,15 +83,24 @@ def projection_step(state: WorkerState, message):
         acc = 0.0  # summed in the sketch's intermediate space, mapped by finish()
     else:
         acc = np.empty((X.shape[0], n_y))
-    for start in range(0, X.shape[0], chunk):
-        block = kernel(X[start : start + chunk], Y)  # chunk x |Y|: k(A_chunk, Y)
-        row_sums += block.sum(axis=0)
+
+    def project_chunk(start, stop):
+        block = kernel(X[start:stop], Y)  # chunk x |Y|: k(A_chunk, Y)
         if config["messages"] == "gram":
-            acc += block.T @ block.copy()
-        elif sketched:
-            acc += sketch.left_partial(block, start)
+            # numpy sends A.T @ A to BLAS's SYRK (half the flops of a GEMM). Worker
+            # steps run with one BLAS thread, where SYRK is correct on this platform
+            # (DESIGN.md, "Known hazards": it fails with 2 threads, on far larger blocks).
+            return block.sum(axis=0), block.T @ block
+        if sketched:
+            return block.sum(axis=0), sketch.left_partial(block, start)
+        return block.sum(axis=0), block
+
+    for start, stop, (block_sums, part) in map_chunks(project_chunk, X.shape[0], chunk):
+        row_sums += block_sums
+        if config["messages"] == "gram" or sketched:
+            acc += part
         else:
-            acc[start : start + chunk] = block
+            acc[start:stop] = part
     if config["messages"] == "gram":
         message = pack_symmetric(acc)
     elif sketched:

@@ -15,6 +15,7 @@ import numpy as np
 from kernelscale.metrics.lowrank import error_from_sums, is_centred
 from kernelscale.model import MODEL_TYPES
 from kernelscale.runtime import Cluster, Tagged
+from kernelscale.runtime.chunks import map_chunks
 from kernelscale.runtime.steps import worker_step
 
 
@@ -26,12 +27,18 @@ def energy_step(state, message):
     X, chunk = state.data, message["scalars"]
     diag_sum = captured = 0.0
     projection_sum = np.zeros(model.n_components)
-    for start in range(0, X.shape[0], chunk):
-        block = X[start : start + chunk]
-        diag_sum += float(model.diag(block).sum())
+
+    def energy_chunk(start, stop):
+        block = X[start:stop]
         projections = model.transform(block)
-        captured += float(np.sum(projections**2))
-        projection_sum += projections.sum(axis=0)
+        return (float(model.diag(block).sum()), float(np.sum(projections**2)),
+                projections.sum(axis=0))
+
+    for *_, (chunk_diag, chunk_captured, chunk_sum) in map_chunks(energy_chunk, X.shape[0],
+                                                                  chunk):
+        diag_sum += chunk_diag
+        captured += chunk_captured
+        projection_sum += chunk_sum
     sums = np.array([X.shape[0], diag_sum, captured])
     return np.concatenate([sums, projection_sum]) if is_centred(model) else sums
 

@@ -17,6 +17,7 @@ from kernelscale.features import make_feature_map
 from kernelscale.kernels import Kernel
 from kernelscale.linalg import gram, pack_symmetric, unique_rows, whitening
 from kernelscale.runtime import Cluster, Tagged, WorkerState
+from kernelscale.runtime.chunks import map_chunks
 from kernelscale.runtime.steps import worker_step
 from kernelscale.sketches import make_sketch
 
@@ -209,12 +210,19 @@ def embed_step(state: WorkerState, message):
     sketch = make_sketch("gaussian", fmap.n_components, t, sketch_seed)
     chunk = config["chunk_size"]
     dtype = np.dtype(config.get("embedding_dtype", "float64"))
-    state.embedding = np.empty((X.shape[0], t), dtype=dtype)
-    for start in range(0, X.shape[0], chunk):
-        block = fmap.transform(_rows(X, start, start + chunk), chunk_size=chunk, dtype=dtype)
-        state.embedding[start : start + chunk] = sketch.right(block)
+    state.embedding = E = np.empty((X.shape[0], t), dtype=dtype)
+
+    def embed_chunk(start, stop):
+        block = fmap.transform(_rows(X, start, stop), chunk_size=chunk, dtype=dtype)
+        E[start:stop] = sketch.right(block)
+        return gram(E[start:stop]) if config["messages"] == "gram" else None
+
+    gram_sum = 0.0
+    for *_, chunk_gram in map_chunks(embed_chunk, X.shape[0], chunk):
+        if chunk_gram is not None:
+            gram_sum = gram_sum + chunk_gram
     if config["messages"] == "gram":
-        return pack_symmetric(gram(state.embedding))
+        return pack_symmetric(gram_sum)
     p = config["row_sketch_dim"]
     if X.shape[0] <= p:
         return state.embedding
@@ -255,9 +263,13 @@ def residual_step(state: WorkerState, P):
     basis = whitening(kernel(P, P))
     X, chunk = state.data, config["chunk_size"]
     residual = kernel.diag(X).astype(float)
-    for start in range(0, X.shape[0], chunk):
-        proj = kernel(_rows(X, start, start + chunk), P) @ basis
-        residual[start : start + chunk] -= np.einsum("ij,ij->i", proj, proj)
+
+    def residual_chunk(start, stop):
+        proj = kernel(_rows(X, start, stop), P) @ basis
+        residual[start:stop] -= np.einsum("ij,ij->i", proj, proj)
+
+    for _ in map_chunks(residual_chunk, X.shape[0], chunk):
+        pass
     # Round-off makes the residual of points in (or near) the span slightly negative.
     residual[residual < 1e-12 * max(1.0, float(np.abs(kernel.diag(X)).max()))] = 0.0
     residual[state.sampled] = 0.0

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 
 import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import ThreadpoolController
 
+from kernelscale.runtime.chunks import run_with_chunk_pool
 from kernelscale.runtime.ledger import DOWN, UP, Ledger, Tagged
 from kernelscale.runtime.steps import worker_step
 
@@ -230,46 +230,76 @@ def _ignore_reply(worker: int, reply, seconds: float) -> None:
 
 
 class RoundReplies:
-    """The replies of one round, taken in worker order whatever order they arrive in.
+    """The replies of one round, whatever order they arrive in.
 
-    A reply is counted in the ledger and, for a reduction, folded into the
-    running sum as soon as every reply of a lower worker has been taken, so the
-    ledger and the sum are the same for any arrival order, and the master holds
-    only the replies that arrived ahead of a slower, lower-numbered worker.
+    Each reply is counted as it arrives; the ledger receives the uploads in
+    worker order when the round ends. For a reduction (``reduce="sum"``) the
+    replies are added along a fixed binary tree over the worker indices
+    (pairwise summation): two partial sums are added as soon as both are
+    there, always in the same order, so the sum is the same bit for bit for
+    any arrival order, and while the slowest worker is awaited the master holds
+    O(log s) partial sums instead of s replies.
     """
 
     def __init__(self, cluster: Cluster, round: str, reply_kind: str, reduce: str | None):
         self._cluster, self._round, self._reply_kind = cluster, round, reply_kind
         self._reduce = reduce
-        self._early: dict[int, object] = {}
-        self._next = 0
-        self._replies: list = []
-        self._total = None
-        self.seconds = np.zeros(cluster.n_workers)
+        self._phase = cluster.current_phase
+        n = cluster.n_workers
+        self._messages: list = [None] * n
+        self._replies: list = [None] * n
+        self._partial: dict[tuple[int, int], object] = {}  # (first worker, level) -> sum
+        self._top = max(n - 1, 0).bit_length()  # the root covers workers [0, 2^top)
+        self.seconds = np.zeros(n)
 
     def deliver(self, worker: int, reply, seconds: float) -> None:
         """Take worker ``worker``'s reply (and its step time)."""
-        if worker < self._next or worker in self._early:
+        if self._messages[worker] is not None:
             raise RuntimeError(f"worker {worker} answered twice in round {self._round!r}")
         self.seconds[worker] = seconds
-        self._early[worker] = reply
-        cluster = self._cluster
-        while self._next in self._early:
-            reply = self._early.pop(self._next)
-            cluster.ledger.record(self._round, cluster.current_phase, UP, self._reply_kind,
-                                  self._next, reply)
-            if self._reduce is None:
-                self._replies.append(reply)
+        self._messages[worker] = self._cluster.ledger.count(
+            self._round, self._phase, UP, self._reply_kind, worker, reply)
+        if self._reduce is None:
+            self._replies[worker] = reply
+        else:
+            self._climb(worker, 0, None if reply is None else _copy_reply(reply))
+
+    def _climb(self, first: int, level: int, value) -> None:
+        """Put the sum over workers [first, first + 2^level) in the tree; merge upwards."""
+        n = self._cluster.n_workers
+        while level < self._top:
+            size = 1 << level
+            sibling = first ^ size
+            if sibling >= n:  # no worker on the other side: the sum moves up as it is
+                first &= ~size
+            elif (sibling, level) in self._partial:
+                other = self._partial.pop((sibling, level))
+                left, right = (value, other) if first < sibling else (other, value)
+                value = _merge(left, right)
+                first = min(first, sibling)
             else:
-                self._total = add_reply(self._total, reply)
-            self._next += 1
+                break
+            level += 1
+        self._partial[(first, level)] = value
 
     def result(self):
-        missing = self._cluster.n_workers - self._next
+        missing = [w for w, m in enumerate(self._messages) if m is None]
         if missing:
-            worker = self._next
-            raise WorkerError(worker, self._round, "no reply (the backend lost it)")
-        return self._replies if self._reduce is None else self._total
+            raise WorkerError(missing[0], self._round, "no reply (the backend lost it)")
+        for messages in self._messages:
+            self._cluster.ledger.extend(messages)
+        if self._reduce is None:
+            return self._replies
+        return self._partial.pop((0, self._top))
+
+
+def _merge(left, right):
+    """``left + right`` of two owned partial sums (``None`` is an empty sum)."""
+    if left is None:
+        return right
+    if right is None:
+        return left
+    return add_reply(left, right)
 
 
 def add_reply(total, reply):
@@ -352,10 +382,13 @@ class LocalCluster(Cluster):
         One partition per worker, rows are points. They are validated by
         :func:`kernelscale.runtime.validate_cluster` when an algorithm starts.
     n_jobs : int or None, default=None
-        Worker steps run at once on a thread pool, with scikit-learn's meaning:
-        ``None`` or 1 runs them one after another, ``-1`` uses every core. Each
-        step runs with one BLAS thread. The model and the ledger do not depend
-        on ``n_jobs``: replies are taken in worker order.
+        Threads, with scikit-learn's meaning: ``None`` or 1 runs the workers'
+        steps one after another, ``-1`` uses every core. Steps run ``n_jobs`` at
+        once, and the row chunks inside a step
+        (:func:`~kernelscale.runtime.chunks.map_chunks`) on ``n_jobs`` more
+        threads, so one large partition still uses every core. Every thread runs
+        BLAS on one thread. The model and the ledger do not depend on ``n_jobs``
+        (chunks and summed replies are added in a fixed order).
 
     Examples
     --------
@@ -373,47 +406,62 @@ class LocalCluster(Cluster):
         self.states = [WorkerState(p, i) for i, p in enumerate(partitions)]
         self.n_jobs = effective_n_jobs(n_jobs)
         self._pool: ThreadPoolExecutor | None = None
+        self._chunk_pool: ThreadPoolExecutor | None = None
 
     def _run(self, step, per_worker_args, round, deliver):
         calls = zip(self.states, per_worker_args, strict=True)
         with one_blas_thread():
-            if self.n_jobs == 1 or self.n_workers == 1:
+            if self.n_jobs == 1:
                 for state, args in calls:
-                    deliver(state.worker, *_call_step(step, state, args, round))
+                    deliver(state.worker, *_call_step(None, step, state, args, round))
                 return
             if self._pool is None:
+                # Workers' steps on one pool, their row chunks (map_chunks) on another:
+                # a step waiting for its chunks never holds up a chunk's thread.
                 self._pool = ThreadPoolExecutor(self.n_jobs, thread_name_prefix="kernelscale")
-            # At most 2 n_jobs steps in flight: replies finished ahead of the oldest
-            # wait in their futures, so the master holds O(n_jobs) replies at once.
-            window = 2 * self.n_jobs
-            in_flight: deque = deque()
-            try:
-                for state, args in calls:
-                    if len(in_flight) == window:
-                        worker, future = in_flight.popleft()
+                self._chunk_pool = ThreadPoolExecutor(self.n_jobs,
+                                                      thread_name_prefix="kernelscale-chunks")
+            chunks = (self._chunk_pool, self.n_jobs)
+            # Steps start in worker order, at most 2 n_jobs at once; the master takes
+            # each reply as soon as it is ready, in any order (a summed round folds it
+            # in at once), so it holds O(n_jobs) replies whatever the round's size.
+            window, calls, pending = 2 * self.n_jobs, iter(calls), {}
+            failed: dict[int, BaseException] = {}
+            while True:
+                while not failed and len(pending) < window:
+                    call = next(calls, None)
+                    if call is None:
+                        break
+                    state, args = call
+                    future = self._pool.submit(_call_step, chunks, step, state, args, round)
+                    pending[future] = state.worker
+                if not pending:
+                    break
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in sorted(done, key=pending.__getitem__):
+                    worker = pending.pop(future)
+                    if future.exception() is not None:
+                        failed[worker] = future.exception()
+                    elif not failed:
                         deliver(worker, *future.result())
-                    in_flight.append(
-                        (state.worker, self._pool.submit(_call_step, step, state, args, round)))
-                while in_flight:
-                    worker, future = in_flight.popleft()
-                    deliver(worker, *future.result())
-            finally:  # after a failure: let no step run on once the round has ended
-                for _, future in in_flight:
-                    future.cancel()
-                wait([future for _, future in in_flight])
+            if failed:
+                # Every worker below the first failure had started before it, and every
+                # started step has ended: the lowest failure is the one a serial run meets.
+                raise failed[min(failed)]
 
     def close(self) -> None:
         """Stop the thread pool (the partitions stay; a later round starts a new pool)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
-            self._pool = None
+            self._chunk_pool.shutdown(wait=True)
+            self._pool = self._chunk_pool = None
 
 
-def _call_step(step, state: WorkerState, args: tuple, round: str):
+def _call_step(chunk_pool, step, state: WorkerState, args: tuple, round: str):
     """``(reply, seconds)`` of one step; a failure becomes a :class:`WorkerError`."""
     start = time.perf_counter()
     try:
-        reply = step(state, *args)
+        reply = run_with_chunk_pool(chunk_pool, step, state, *args)
     except Exception as exc:  # one exception naming the worker and the round
         raise WorkerError(state.worker, round, f"{type(exc).__name__}: {exc}") from exc
     return reply, time.perf_counter() - start

@@ -51,12 +51,14 @@ class PartitionActor:
     """Holds one worker's :class:`WorkerState` on a Dask worker and runs steps on it."""
 
     def __init__(self, source_kind: str, source, worker: int):
+        # Steps run with one BLAS thread, as in-process (set for the worker process:
+        # a per-call limit would be undone by a concurrent call's exit).
+        one_blas_thread()
         data = load_partition(source) if source_kind == "loader" else source
         self.state = WorkerState(data, worker)
 
     def run(self, step: Callable, *args):
-        with one_blas_thread():
-            reply = step(self.state, *args)
+        reply = step(self.state, *args)
         # A reply the ledger cannot count cannot be sent either (Dask would stall
         # on it until the timeout): fail now, as a step error.
         count_words(reply)

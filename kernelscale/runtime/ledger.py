@@ -131,20 +131,23 @@ class Ledger:
 
     def record(self, round: str, phase: str, direction: str, kind: str, worker: int, payload):
         """Count one payload (a ``Tagged`` payload is split by kind)."""
+        self._messages.extend(self.count(round, phase, direction, kind, worker, payload))
+
+    @staticmethod
+    def count(round: str, phase: str, direction: str, kind: str, worker: int,
+              payload) -> list[Message]:
+        """The messages :meth:`record` would add for ``payload``, without adding them."""
         if direction not in (DOWN, UP):
             raise ValueError(f"direction must be {DOWN!r} or {UP!r}, got {direction!r}.")
         if isinstance(payload, Tagged):
-            for part_kind, part in payload.items():
-                self.record(round, phase, direction, part_kind, worker, part)
-            return
+            return [m for part_kind, part in payload.items()
+                    for m in Ledger.count(round, phase, direction, part_kind, worker, part)]
         if kind not in KINDS:
             raise ValueError(f"Unknown message kind {kind!r}; use one of {KINDS}.")
         words = count_words(payload)
         if words == 0:
-            return
-        self._messages.append(
-            Message(round, phase, direction, kind, int(worker), words, count_bytes(payload))
-        )
+            return []
+        return [Message(round, phase, direction, kind, int(worker), words, count_bytes(payload))]
 
     def record_time(self, round: str, phase: str, master_seconds: float,
                     wall_seconds: float, worker_seconds) -> None:
