@@ -11,6 +11,7 @@ class, so every backend produces the same ledger for the same protocol.
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -82,10 +83,15 @@ class Cluster(ABC):
         self._n_workers = int(n_workers)
         self.ledger = Ledger()
         self._phase = "fit"
+        self._listeners: list = []
 
     @property
     def n_workers(self) -> int:
         return self._n_workers
+
+    def add_listener(self, listener) -> None:
+        """Call ``listener(round, phase, seconds)`` after every round."""
+        self._listeners.append(listener)
 
     @property
     def current_phase(self) -> str:
@@ -130,9 +136,13 @@ class Cluster(ABC):
         for worker, args in enumerate(per_worker_args):
             for arg in args:
                 self.ledger.record(round, self._phase, DOWN, kind, worker, arg)
+        start = time.perf_counter()
         replies = self._run(step, per_worker_args, round)
+        seconds = time.perf_counter() - start
         for worker, reply in enumerate(replies):
             self.ledger.record(round, self._phase, UP, reply_kind, worker, reply)
+        for listener in self._listeners:
+            listener(round, self._phase, seconds)
         return replies
 
     def reset(self) -> None:
