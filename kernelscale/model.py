@@ -198,7 +198,17 @@ def register_model_type(cls) -> None:
 
 
 def save_model(model, path) -> None:
-    """Save any registered model as ``.npz`` with a JSON header (``allow_pickle=False`` safe)."""
+    """Save any registered model as ``.npz`` with a JSON header (``allow_pickle=False`` safe).
+
+    A model with a callable kernel cannot be saved: a model file holds no code.
+    """
+    kernel = getattr(model, "kernel", None)
+    if getattr(kernel, "name", None) == "callable":
+        raise ValueError(
+            "A model with a callable kernel cannot be saved: model files hold parameters "
+            "and arrays only, never code (they load with allow_pickle=False). Use a named "
+            "kernel to save the model."
+        )
     arrays, meta = model.to_arrays()
     header = {"format_version": FORMAT_VERSION, "model_type": model.model_type, **meta}
     with open(Path(path), "wb") as fh:
@@ -243,6 +253,8 @@ def load_model(path):
             f"{path} holds a model of unknown type {model_type!r}; "
             f"known types: {', '.join(MODEL_TYPES)}."
         )
+    if isinstance(header.get("kernel"), dict) and header["kernel"].get("name") == "callable":
+        raise ValueError(f"{path} names a callable kernel; a model file never loads code.")
     try:
         return MODEL_TYPES[model_type].from_arrays(arrays, header)
     except (KeyError, TypeError, ValueError) as exc:
