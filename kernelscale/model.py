@@ -43,6 +43,11 @@ class KernelPCAModel:
         Energy captured by each direction (eigenvalues of the projected kernel).
     center : ndarray of shape (n_landmarks,) or None
         Training mean of ``k(Y, a)`` for a centred model.
+    trace : float or None
+        The training data's total energy in feature space, against which
+        ``eigenvalues`` are shares: ``sum_a k(a, a)``, minus ``n ||mu||^2`` for a
+        centred model (see the fitting function for how ``mu`` is known). ``None``
+        when unknown.
     """
 
     kernel: Kernel
@@ -51,6 +56,7 @@ class KernelPCAModel:
     eigenvalues: np.ndarray
     center: np.ndarray | None = None
     info: dict = field(default_factory=dict)
+    trace: float | None = None
 
     model_type = "landmark_kpca"
 
@@ -90,6 +96,8 @@ class KernelPCAModel:
             "landmarks_shape": list(Y.shape),
             "info": self.info,
         }
+        if self.trace is not None:
+            meta["trace"] = float(self.trace)
         return arrays, meta
 
     @classmethod
@@ -108,6 +116,7 @@ class KernelPCAModel:
             eigenvalues=arrays["eigenvalues"],
             center=arrays.get("center"),
             info=meta.get("info", {}),
+            trace=meta.get("trace"),
         )
 
     def save(self, path) -> None:
@@ -120,7 +129,8 @@ class RandomFeaturePCAModel:
     """A rank-k subspace of a random feature space (the random-features baseline).
 
     The feature map is rebuilt from ``(kernel, n_features_in, n_random_features,
-    feature_seed)``, so the file holds the seed, not the map.
+    feature_seed)``, so the file holds the seed, not the map. ``trace`` is the
+    (centred) training energy in the random feature space, ``sum_a ||z(a) - mean||^2``.
     """
 
     kernel: Kernel
@@ -131,6 +141,7 @@ class RandomFeaturePCAModel:
     eigenvalues: np.ndarray
     mean: np.ndarray | None = None
     info: dict = field(default_factory=dict)
+    trace: float | None = None
 
     model_type = "random_feature_pca"
 
@@ -170,6 +181,8 @@ class RandomFeaturePCAModel:
             "feature_seed": str(self.feature_seed),
             "info": self.info,
         }
+        if self.trace is not None:
+            meta["trace"] = float(self.trace)
         return arrays, meta
 
     @classmethod
@@ -183,6 +196,7 @@ class RandomFeaturePCAModel:
             eigenvalues=arrays["eigenvalues"],
             mean=arrays.get("mean"),
             info=meta.get("info", {}),
+            trace=meta.get("trace"),
         )
 
     def save(self, path) -> None:
