@@ -115,5 +115,8 @@ def track_rounds(cluster, logger: logging.Logger, desc: str, verbose) -> Iterato
     progress = RoundProgress(cluster, logger, desc, verbose)
     try:
         yield progress
+    except BaseException:
+        progress.bar.leave = False  # the error says what happened; no half-done bar
+        raise
     finally:
         progress.close()
