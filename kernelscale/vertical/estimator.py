@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from kernelscale.kernels import DEFAULT_CHUNK_SIZE, make_kernel
+from kernelscale.kernels import DEFAULT_CHUNK_SIZE, kernel_name, make_kernel
 from kernelscale.partition import feature_block_partition
 from kernelscale.progress import get_logger, track_rounds, verbosity
 from kernelscale.runtime import Ledger, make_cluster
@@ -54,10 +54,11 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     Each party (a worker of the in-process runtime) sends the top
     ``n_local_components`` eigenpairs of its local kernel matrix, once; the fusion
     centre rebuilds the global kernel (sum for ``linear``, Hadamard product for
-    ``rbf`` and ``laplacian``, elementwise power of the fused linear kernel for
-    ``poly``) and keeps its top ``n_components`` eigenvectors. New samples are
-    projected by a distributed computation (eq. (9), (10) of 002) in which the
-    parties send partial inner products or partial distances, never their features.
+    ``rbf``, ``laplacian`` and ``chi2``, elementwise power (tanh) of the fused
+    linear kernel for ``poly`` (``sigmoid``)) and keeps its top ``n_components``
+    eigenvectors. New samples are projected by a distributed computation (eq. (9),
+    (10) of 002) in which the parties send partial inner products or partial
+    distances, never their features.
 
     Parameters
     ----------
@@ -68,16 +69,20 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         ``n_components + 1`` with ``center=True`` (centring removes the leading,
         nearly constant direction of the fused kernel, so ``D > n_components`` is
         needed), ``n_components`` otherwise.
-    kernel : {'rbf', 'linear', 'laplacian', 'poly'}, default='rbf'
+    kernel : {'rbf', 'linear', 'laplacian', 'poly', 'sigmoid', 'chi2'}, default='rbf'
         scikit-learn conventions: ``rbf`` is ``exp(-gamma ||x - y||^2)``. Paper 002's
-        code uses ``exp(-||x - y||^2 / sigma^2)``: take ``gamma = 1 / sigma^2``.
+        code uses ``exp(-||x - y||^2 / sigma^2)``: take ``gamma = 1 / sigma^2``. The
+        kernels that split over feature blocks (a product of the parties' kernels,
+        or a function of the summed inner products); 'polynomial' is an alias of
+        'poly'. Other kernels (cosine, additive_chi2, callables) do not split and
+        raise an error naming these.
     gamma : float or None, default=None
         Kernel scale, the same on every party; ``None`` means ``1 / n_features``
         (all features, over all parties).
     degree : int, default=3
         Degree of ``poly``.
     coef0 : float, default=1.0
-        Constant term of ``poly``.
+        Constant term of ``poly``; offset of ``sigmoid``.
     center : bool, default=True
         Centre the fused kernel (after fusion), as kernel PCA does.
     feature_blocks : int, list of int, list of index arrays, or None, default=None
@@ -187,9 +192,11 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             return self._fit(X)
 
     def _fit(self, X):
-        if self.kernel not in VERTICAL_KERNELS:
+        if kernel_name(self.kernel) not in VERTICAL_KERNELS:  # raises on unknown names
+            what = "A callable kernel" if callable(self.kernel) else f"Kernel {self.kernel!r}"
             raise ValueError(
-                f"Unknown kernel {self.kernel!r}; choose one of {', '.join(VERTICAL_KERNELS)}."
+                f"{what} does not split over feature blocks; the vertical setting takes "
+                f"{', '.join(VERTICAL_KERNELS)}."
             )
         if is_loader_list(X):
             return self._fit_loaders(list(X))
@@ -240,7 +247,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                     f"[1, n_samples={n_samples}]."
                 )
             kernel = make_kernel(
-                self.kernel,
+                kernel_name(self.kernel),
                 gamma=self.gamma,
                 degree=self.degree,
                 coef0=self.coef0,
