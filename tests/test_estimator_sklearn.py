@@ -220,6 +220,13 @@ def test_kernels_without_a_feature_map_name_the_methods_that_take_them(kernel, m
         _estimator(kernel=kernel, method=method).fit(_data(0)[0])
 
 
+def test_spectral_clustering_names_the_kernels_disKPCA_takes():
+    from kernelscale import DistributedSpectralClustering
+
+    with pytest.raises(ValueError, match="no random feature map.*rbf, laplacian, poly"):
+        DistributedSpectralClustering(3, kernel="cosine").fit(_data(0)[0])
+
+
 def test_diskpca_with_landmarks_takes_any_kernel():
     X, _ = _data(0)
     est = _estimator(kernel="cosine", landmarks=X[:20]).fit(X)

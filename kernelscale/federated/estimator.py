@@ -15,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from kernelscale.federated.baselines import distributed_spectral_clustering
 from kernelscale.federated.fkkmeans import fk_kmeans
-from kernelscale.kernels import make_kernel
+from kernelscale.kernels import KERNELS, kernel_name, make_kernel
 from kernelscale.linalg import as_generator
 from kernelscale.partition import make_partition
 from kernelscale.progress import get_logger, track_rounds, verbosity
@@ -319,6 +319,11 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         """
         if int(self.n_clusters) != self.n_clusters or self.n_clusters < 1:
             raise ValueError(f"n_clusters must be a positive integer, got {self.n_clusters!r}.")
+        if kernel_name(self.kernel) not in KERNELS:
+            raise ValueError(
+                f"kernel={self.kernel!r} has no random feature map, which disKPCA needs; "
+                f"choose one of {', '.join(KERNELS)}."
+            )
         with verbosity(self.verbose):
             return self._fit(X, y)
 
@@ -348,7 +353,7 @@ class DistributedSpectralClustering(_EmbeddingClustering):
             params = {}
             if self.degree is not None:
                 params = {"order" if self.kernel == "arccos" else "degree": self.degree}
-            kernel = make_kernel(self.kernel, gamma=self.gamma, coef0=self.coef0,
+            kernel = make_kernel(kernel_name(self.kernel), gamma=self.gamma, coef0=self.coef0,
                                  n_features=info.n_features, **params)
         n_landmarks = min(self.n_landmarks, info.n_samples)
         return distributed_spectral_clustering(
