@@ -382,9 +382,10 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
         As scikit-learn's ``KernelPCA.inverse_transform``: ``k(X, S) @ B`` with
         ``S`` the landmarks' scores and ``B`` the kernel ridge coefficients
-        (``fit_inverse_transform=True``). Centred, like scikit-learn, the map is
-        learnt on centred scores of uncentred points, so it does reconstruct
-        the mean.
+        (``fit_inverse_transform=True``). As in scikit-learn, the map regresses
+        the (uncentred) landmarks on their scores with the model's kernel and no
+        intercept: with the linear kernel it cannot reconstruct the data's mean
+        (use scikit-learn's ``PCA`` there).
 
         Parameters
         ----------
