@@ -6,7 +6,6 @@ import time
 import warnings
 
 import numpy as np
-import scipy.linalg as sla
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import NotFittedError
@@ -21,6 +20,7 @@ from kernelscale.horizontal.baselines import (
 from kernelscale.horizontal.diskpca import diskpca
 from kernelscale.horizontal.evaluate import distributed_error
 from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
+from kernelscale.horizontal.preimage import apply_preimage, fit_preimage
 from kernelscale.kernels import KERNELS, Kernel, is_importable, kernel_name, make_kernel
 from kernelscale.linalg import as_generator
 from kernelscale.metrics.lowrank import (
@@ -353,22 +353,11 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             **common)
 
     def _fit_inverse_transform(self) -> None:
-        """The pre-image map: kernel ridge regression from the landmarks' scores to Y.
-
-        As scikit-learn's ``KernelPCA._fit_inverse_transform`` with Y and
-        ``transform(Y)`` for the training data and its scores.
-        """
+        """The pre-image map from the landmarks and their scores (no communication)."""
         Y = self.model_.landmarks
-        scores = self.model_.transform(Y, chunk_size=self.chunk_size)
-        K = self.kernel_(scores, scores, chunk_size=self.chunk_size)
-        K.flat[:: K.shape[0] + 1] += self.alpha
-        targets = Y.toarray() if sp.issparse(Y) else np.asarray(Y, dtype=np.float64)
-        try:
-            coef = sla.solve(K, targets, assume_a="pos")
-        except sla.LinAlgError:  # a kernel that is not positive definite (sigmoid)
-            coef = sla.solve(K, targets, assume_a="sym")
-        self.X_transformed_fit_ = scores
-        self.inverse_dual_coef_ = coef
+        self.X_transformed_fit_ = self.model_.transform(Y, chunk_size=self.chunk_size)
+        self.inverse_dual_coef_ = fit_preimage(self.kernel_, self.X_transformed_fit_, Y,
+                                               self.alpha, self.chunk_size)
 
     def transform(self, X):
         """Project ``X`` on the components: shape (n_samples, n_components)."""
@@ -407,8 +396,8 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         if Z.shape[1] != k:
             raise ValueError(f"X has {Z.shape[1]} columns; inverse_transform takes the "
                              f"scores of the {k} components.")
-        return self.kernel_(Z, self.X_transformed_fit_, chunk_size=self.chunk_size) @ (
-            self.inverse_dual_coef_)
+        return apply_preimage(self.kernel_, self.X_transformed_fit_, self.inverse_dual_coef_,
+                              Z, self.chunk_size)
 
     def approximation_error(self, X, reference: bool | None = None) -> dict:
         """Low-rank approximation error of the fit on ``X``, through the runtime.
