@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _make_estimator(args, X, method="diskpca", messages=None):
+def _make_estimator(args, X, method="diskpca", messages=None, verbose=0):
     from kernelscale import DistributedKernelPCA
     from kernelscale.kernels import median_heuristic
 
@@ -115,21 +115,23 @@ def _make_estimator(args, X, method="diskpca", messages=None):
         n_landmarks=args.landmarks, messages=messages or args.messages, center=args.center,
         embedding_dtype=args.embedding_dtype,
         random_state=args.seed, backend="local" if args.client is None else "dask",
-        client=args.client, timeout=args.timeout)
+        client=args.client, timeout=args.timeout, verbose=verbose)
 
 
 def run_demo(args) -> int:
     from kernelscale.datasets import load_digits_standardized
     from kernelscale.metrics.lowrank import exact_kpca_reference, excess_energy_ratio
-    from kernelscale.progress import Progress
+    from kernelscale.progress import progress_bar
 
     X, _ = load_digits_standardized()
     print(f"digits: {X.shape[0]} points x {X.shape[1]} features (standardised), "
           f"{args.workers} {args.partition.replace('_', '-')} workers, kernel={args.kernel}, "
           f"k={args.n_components}, |Y|={args.landmarks}", file=sys.stderr)
     rows, reference = [], None
-    with Progress(len(DEMO_METHODS), "demo", unit="methods", enabled=not args.quiet) as bar:
+    with progress_bar(not args.quiet, total=len(DEMO_METHODS), desc="demo",
+                      unit="method") as bar:
         for method, messages in DEMO_METHODS:
+            bar.set_postfix_str(method)
             est = _make_estimator(args, X, method, messages)
             start = time.perf_counter()
             est.fit(X)
@@ -142,7 +144,7 @@ def run_demo(args) -> int:
                          excess_energy_ratio(err, reference["opt"], reference["trace"]),
                          err / reference["opt"], est.communication_.total_words("fit"),
                          est.communication_.upload_words("fit"), seconds))
-            bar.update(status=method)
+            bar.update()
     print(f"{'method':<18} {'excess ratio':>12} {'err/opt':>9} {'fit words':>12} "
           f"{'upload':>12} {'seconds':>8}")
     for name, excess, ratio, words, up, seconds in rows:
@@ -181,7 +183,8 @@ def run_fit(args) -> int:
 
     _check_out(args.out)
     X = _load(args.data)
-    est = _make_estimator(args, X, args.method)
+    # verbose=1: a progress bar over the protocol's rounds on stderr (none with --quiet).
+    est = _make_estimator(args, X, args.method, verbose=0 if args.quiet else 1)
     start = time.perf_counter()
     est.fit(X)
     seconds = time.perf_counter() - start

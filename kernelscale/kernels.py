@@ -9,6 +9,26 @@ compared one to one:
 * ``linear``     k(x, y) = <x, y>
 * ``arccos``     the arc-cosine kernel of order 0, 1 or 2 (Cho & Saul, 2009)
 
+These five have a random feature map (:mod:`kernelscale.features`), which
+disKPCA's embedding and the random-features baseline need. The other kernels of
+scikit-learn's :func:`~sklearn.metrics.pairwise.pairwise_kernels` are evaluated by
+scikit-learn itself, block by block (``PAIRWISE_KERNELS``):
+
+* ``sigmoid``        k(x, y) = tanh(gamma <x, y> + coef0)      (not positive semi-definite)
+* ``cosine``         k(x, y) = <x, y> / (||x|| ||y||)
+* ``chi2``           k(x, y) = exp(-gamma sum_f (x_f - y_f)^2 / (x_f + y_f))   (x, y >= 0)
+* ``additive_chi2``  k(x, y) = -sum_f (x_f - y_f)^2 / (x_f + y_f)             (x, y >= 0)
+
+and ``polynomial`` is an alias of ``poly``. A **callable** ``f(x, y) -> float`` on two
+rows is a kernel too (scikit-learn's convention: it is called once per pair of
+rows). Kernels travel between master and workers as their parameters
+(:meth:`Kernel.to_dict`), never as code: a callable as its import path
+``module:qualname`` (one word), which any process that can import the module
+resolves; a lambda, a local function or a function of ``__main__`` has no import
+path and is known only in the process that made the kernel (in-process workers
+resolve it, Dask workers cannot). A model with a callable kernel cannot be saved
+(a model file holds no code).
+
 Every evaluation walks the rows of ``X`` in chunks and multiplies two *different*
 buffers (``X[i:j] @ Y.T``): numpy's bundled OpenBLAS computes a large ``A @ A.T``
 (SYRK) wrongly on this platform (see DESIGN.md, "Known hazards").
@@ -16,14 +36,26 @@ buffers (``X[i:j] @ Y.T``): numpy's bundled OpenBLAS computes a large ``A @ A.T`
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import importlib
+import itertools
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
+#: Kernels with a random feature map (disKPCA's embedding, the random-features baseline).
 KERNELS = ("rbf", "laplacian", "poly", "linear", "arccos")
+#: More kernels of scikit-learn's ``pairwise_kernels``, evaluated by scikit-learn.
+PAIRWISE_KERNELS = ("sigmoid", "cosine", "chi2", "additive_chi2")
+#: Other names scikit-learn accepts for the same kernels.
+KERNEL_ALIASES = {"polynomial": "poly"}
+#: Every kernel name, and ``"callable"`` (a user's function of two rows).
+ALL_KERNELS = (*KERNELS, *PAIRWISE_KERNELS, "callable")
 DEFAULT_CHUNK_SIZE = 4096
 
 
@@ -36,15 +68,17 @@ class Kernel:
     Attributes
     ----------
     name : str
-        One of ``KERNELS``.
+        One of ``ALL_KERNELS``.
     gamma : float or None
-        Scale for ``rbf``, ``laplacian`` and ``poly``.
+        Scale for ``rbf``, ``laplacian``, ``poly``, ``sigmoid`` and ``chi2``.
     degree : int
         Degree of ``poly``.
     coef0 : float
-        Constant term of ``poly``.
+        Constant term of ``poly`` and ``sigmoid``.
     order : int
         Order of ``arccos`` (0, 1 or 2).
+    function : callable or None
+        For ``name='callable'``: ``f(x, y) -> float`` on two rows.
     """
 
     name: str
@@ -52,11 +86,18 @@ class Kernel:
     degree: int = 3
     coef0: float = 1.0
     order: int = 1
+    function: Callable | None = None
 
     @property
     def accepts_sparse(self) -> bool:
-        """Whether CSR input is supported (L1 distances would densify every block)."""
-        return self.name != "laplacian"
+        """Whether CSR input is supported (L1 distances would densify every block;
+        scikit-learn's chi2 kernels take dense input only)."""
+        return self.name not in ("laplacian", "chi2", "additive_chi2")
+
+    @property
+    def has_feature_map(self) -> bool:
+        """Whether a random feature map exists (disKPCA and random features need one)."""
+        return self.name in KERNELS
 
     @property
     def is_shift_invariant(self) -> bool:
@@ -91,10 +132,22 @@ class Kernel:
             return sq
         if self.name == "poly":
             return (self.gamma * sq + self.coef0) ** self.degree
+        if self.name == "sigmoid":
+            return np.tanh(self.gamma * sq + self.coef0)
+        if self.name == "cosine":  # scikit-learn's cosine_similarity: 0 for a zero row
+            return (sq > 0).astype(_dtype(X))
+        if self.name == "chi2":
+            return np.ones(n, dtype=_dtype(X))
+        if self.name == "additive_chi2":
+            return np.zeros(n, dtype=_dtype(X))
+        if self.name == "callable":  # f(x, x), with the rows scikit-learn would pass
+            return np.array([self.function(X[i], X[i]) for i in range(n)], dtype=np.float64)
         # arccos: theta = 0, J_n(0) = pi for n = 0, 1, 2 ... times (1, 1, 3)
         return sq**self.order * _ARCCOS_J0[self.order] / np.pi
 
     def _block(self, Xc, Y, y_sq) -> np.ndarray:
+        if self.name in PAIRWISE_KERNELS or self.name == "callable":
+            return self._pairwise(Xc, Y)
         if self.name == "laplacian":
             from sklearn.metrics.pairwise import manhattan_distances
 
@@ -117,13 +170,103 @@ class Kernel:
             return np.exp(inner, out=inner)
         return _arccos_block(inner, x_sq, y_sq, self.order)
 
+    def _pairwise(self, Xc, Y) -> np.ndarray:
+        """scikit-learn's ``pairwise_kernels`` on one block of rows."""
+        if self.name == "callable":
+            return pairwise_kernels(Xc, Y, metric=self.function)
+        params = {"gamma": self.gamma, "coef0": self.coef0}
+        return pairwise_kernels(Xc, Y, metric=self.name, filter_params=True, **params)
+
     def to_dict(self) -> dict:
-        """Parameters as plain JSON-serialisable values."""
-        return asdict(self)
+        """Parameters as plain JSON-serialisable values (what workers and files receive).
+
+        A callable is given by its import path ``module:qualname``, or, without one
+        (a lambda, a local function), by a token this process alone resolves.
+        """
+        if self.name == "callable":
+            return {"name": "callable", "function": function_reference(self.function)}
+        return {"name": self.name, "gamma": self.gamma, "degree": self.degree,
+                "coef0": self.coef0, "order": self.order}
 
     @classmethod
     def from_dict(cls, params: dict) -> Kernel:
         return make_kernel(**params)
+
+
+# A callable kernel without an import path is sent as a token of this process.
+_LOCAL_PREFIX = "@local:"
+_local_tokens = itertools.count()
+_local_by_token: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_token_by_function: dict = {}
+_strong_functions: dict = {}  # tokens of callables that take no weak reference
+
+
+def _import_path(function) -> str | None:
+    """``module:qualname`` when importing it gives back ``function`` (not for ``__main__``)."""
+    module = getattr(function, "__module__", None)
+    qualname = getattr(function, "__qualname__", None)
+    if not module or not qualname or module == "__main__" or "<" in qualname:
+        return None
+    try:
+        found = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError):
+        return None
+    return f"{module}:{qualname}" if found is function else None
+
+
+def function_reference(function) -> str:
+    """How a callable kernel travels in a message: its import path, or a local token.
+
+    A token (for a lambda, a local function or one defined in ``__main__``) is
+    resolved only in this process: in-process workers can use it, Dask workers
+    cannot (:func:`is_importable` tells which).
+    """
+    path = _import_path(function)
+    if path is not None:
+        return path
+    key = id(function)
+    token = _token_by_function.get(key)
+    registered = None if token is None else (_local_by_token.get(token)
+                                              or _strong_functions.get(token))
+    if registered is not function:
+        token = f"{_LOCAL_PREFIX}{next(_local_tokens)}"
+        try:
+            _local_by_token[token] = function
+        except TypeError:  # not weak-referenceable: keep it for the process's life
+            _strong_functions[token] = function
+        _token_by_function[key] = token
+    return token
+
+
+
+def is_importable(function) -> bool:
+    """Whether a callable kernel can be named to another process (``module:qualname``)."""
+    return _import_path(function) is not None
+
+
+def _resolve_function(reference: str):
+    if reference.startswith(_LOCAL_PREFIX):
+        function = _local_by_token.get(reference) or _strong_functions.get(reference)
+        if function is None:
+            raise ValueError(
+                "This callable kernel is a lambda, a local function or a function of "
+                "__main__: it exists only in the process that made the kernel, so this "
+                "worker cannot use it. Define it at module level in a module the workers "
+                "can import (it then travels as module:qualname), or run in-process."
+            )
+        return function
+    module, _, qualname = reference.partition(":")
+    try:
+        found = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"Cannot import the callable kernel {reference!r}: {exc}") from exc
+    if not callable(found):
+        raise ValueError(f"{reference!r} is not callable; it cannot be a kernel.")
+    return found
 
 
 _ARCCOS_J0 = {0: np.pi, 1: np.pi, 2: 3.0 * np.pi}
@@ -146,36 +289,65 @@ def _arccos_block(inner, x_sq, y_sq, order) -> np.ndarray:
     return norms**order * j / np.pi
 
 
+def kernel_name(kernel) -> str:
+    """The canonical name of a kernel parameter: a name, an alias or a callable."""
+    if callable(kernel):
+        return "callable"
+    if not isinstance(kernel, str):
+        raise ValueError(f"kernel must be a name or a callable, got {kernel!r}.")
+    name = KERNEL_ALIASES.get(kernel, kernel)
+    if name not in ALL_KERNELS or name == "callable":
+        raise ValueError(
+            f"Unknown kernel {kernel!r}; choose one of "
+            f"{', '.join(n for n in ALL_KERNELS if n != 'callable')}, or pass a callable."
+        )
+    return name
+
+
 def make_kernel(
-    name: str = "rbf",
+    name="rbf",
     gamma: float | None = None,
     degree: int = 3,
     coef0: float = 1.0,
     order: int = 1,
     sigma: float | None = None,
     n_features: int | None = None,
+    function=None,
 ) -> Kernel:
     """Validate parameters and build a :class:`Kernel`.
 
     Parameters
     ----------
-    name : {'rbf', 'laplacian', 'poly', 'linear', 'arccos'}
+    name : str or callable
+        One of ``ALL_KERNELS`` ('rbf', 'laplacian', 'poly' (alias 'polynomial'),
+        'linear', 'arccos', 'sigmoid', 'cosine', 'chi2', 'additive_chi2'), or a
+        callable ``f(x, y) -> float`` on two rows (scikit-learn's convention).
     gamma : float, optional
         Positive scale. ``None`` means ``1 / n_features`` (scikit-learn's default),
         which needs ``n_features``.
     degree : int
         Polynomial degree (>= 1).
     coef0 : float
-        Polynomial constant term (>= 0 keeps the kernel positive semi-definite).
+        Polynomial constant term (>= 0 keeps the kernel positive semi-definite);
+        sigmoid offset.
     order : int
         Arc-cosine order, 0, 1 or 2.
     sigma : float, optional
         RBF bandwidth, the alternative to ``gamma``: gamma = 1 / (2 sigma^2).
     n_features : int, optional
         Number of input features, used for the default ``gamma``.
+    function : callable or str, optional
+        With ``name='callable'``: the function, or its reference from
+        :meth:`Kernel.to_dict` (an import path or a token of this process).
     """
-    if name not in KERNELS:
-        raise ValueError(f"Unknown kernel {name!r}; choose one of {', '.join(KERNELS)}.")
+    if name == "callable" or callable(name):
+        function = name if callable(name) else function
+        if isinstance(function, str):
+            function = _resolve_function(function)
+        if not callable(function):
+            raise ValueError("A callable kernel needs its function f(x, y) -> float.")
+        return Kernel(name="callable", function=function)
+    name = kernel_name(name)
     if sigma is not None:
         if gamma is not None:
             raise ValueError("Give either gamma or sigma, not both.")
@@ -184,7 +356,7 @@ def make_kernel(
         if not isinstance(sigma, Real) or not np.isfinite(sigma) or sigma <= 0:
             raise ValueError(f"sigma must be a positive finite number, got {sigma!r}.")
         gamma = 1.0 / (2.0 * float(sigma) ** 2)
-    if name in ("rbf", "laplacian", "poly"):
+    if name in ("rbf", "laplacian", "poly", "sigmoid", "chi2"):
         if gamma is None:
             if n_features is None:
                 raise ValueError(f"Kernel {name!r} needs gamma (or n_features for 1/n_features).")
@@ -199,6 +371,8 @@ def make_kernel(
             raise ValueError(f"degree must be a positive integer, got {degree!r}.")
         if not np.isfinite(coef0) or coef0 < 0:
             raise ValueError(f"coef0 must be a finite number >= 0, got {coef0!r}.")
+    if name == "sigmoid" and (not isinstance(coef0, Real) or not np.isfinite(coef0)):
+        raise ValueError(f"coef0 must be a finite number, got {coef0!r}.")
     if name == "arccos" and order not in (0, 1, 2):
         raise ValueError(f"The arc-cosine kernel has order 0, 1 or 2, got {order!r}.")
     return Kernel(name=name, gamma=gamma, degree=int(degree), coef0=float(coef0), order=int(order))

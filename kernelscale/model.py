@@ -43,6 +43,11 @@ class KernelPCAModel:
         Energy captured by each direction (eigenvalues of the projected kernel).
     center : ndarray of shape (n_landmarks,) or None
         Training mean of ``k(Y, a)`` for a centred model.
+    trace : float or None
+        The training data's total energy in feature space, against which
+        ``eigenvalues`` are shares: ``sum_a k(a, a)``, minus ``n ||mu||^2`` for a
+        centred model (see the fitting function for how ``mu`` is known). ``None``
+        when unknown.
     """
 
     kernel: Kernel
@@ -51,6 +56,7 @@ class KernelPCAModel:
     eigenvalues: np.ndarray
     center: np.ndarray | None = None
     info: dict = field(default_factory=dict)
+    trace: float | None = None
 
     model_type = "landmark_kpca"
 
@@ -90,6 +96,8 @@ class KernelPCAModel:
             "landmarks_shape": list(Y.shape),
             "info": self.info,
         }
+        if self.trace is not None:
+            meta["trace"] = float(self.trace)
         return arrays, meta
 
     @classmethod
@@ -108,6 +116,7 @@ class KernelPCAModel:
             eigenvalues=arrays["eigenvalues"],
             center=arrays.get("center"),
             info=meta.get("info", {}),
+            trace=meta.get("trace"),
         )
 
     def save(self, path) -> None:
@@ -120,7 +129,8 @@ class RandomFeaturePCAModel:
     """A rank-k subspace of a random feature space (the random-features baseline).
 
     The feature map is rebuilt from ``(kernel, n_features_in, n_random_features,
-    feature_seed)``, so the file holds the seed, not the map.
+    feature_seed)``, so the file holds the seed, not the map. ``trace`` is the
+    (centred) training energy in the random feature space, ``sum_a ||z(a) - mean||^2``.
     """
 
     kernel: Kernel
@@ -131,6 +141,7 @@ class RandomFeaturePCAModel:
     eigenvalues: np.ndarray
     mean: np.ndarray | None = None
     info: dict = field(default_factory=dict)
+    trace: float | None = None
 
     model_type = "random_feature_pca"
 
@@ -170,6 +181,8 @@ class RandomFeaturePCAModel:
             "feature_seed": str(self.feature_seed),
             "info": self.info,
         }
+        if self.trace is not None:
+            meta["trace"] = float(self.trace)
         return arrays, meta
 
     @classmethod
@@ -183,6 +196,7 @@ class RandomFeaturePCAModel:
             eigenvalues=arrays["eigenvalues"],
             mean=arrays.get("mean"),
             info=meta.get("info", {}),
+            trace=meta.get("trace"),
         )
 
     def save(self, path) -> None:
@@ -198,7 +212,17 @@ def register_model_type(cls) -> None:
 
 
 def save_model(model, path) -> None:
-    """Save any registered model as ``.npz`` with a JSON header (``allow_pickle=False`` safe)."""
+    """Save any registered model as ``.npz`` with a JSON header (``allow_pickle=False`` safe).
+
+    A model with a callable kernel cannot be saved: a model file holds no code.
+    """
+    kernel = getattr(model, "kernel", None)
+    if getattr(kernel, "name", None) == "callable":
+        raise ValueError(
+            "A model with a callable kernel cannot be saved: model files hold parameters "
+            "and arrays only, never code (they load with allow_pickle=False). Use a named "
+            "kernel to save the model."
+        )
     arrays, meta = model.to_arrays()
     header = {"format_version": FORMAT_VERSION, "model_type": model.model_type, **meta}
     with open(Path(path), "wb") as fh:
@@ -243,6 +267,8 @@ def load_model(path):
             f"{path} holds a model of unknown type {model_type!r}; "
             f"known types: {', '.join(MODEL_TYPES)}."
         )
+    if isinstance(header.get("kernel"), dict) and header["kernel"].get("name") == "callable":
+        raise ValueError(f"{path} names a callable kernel; a model file never loads code.")
     try:
         return MODEL_TYPES[model_type].from_arrays(arrays, header)
     except (KeyError, TypeError, ValueError) as exc:

@@ -1,54 +1,122 @@
-"""A minimal progress bar on stderr (no dependency): ``with Progress(total, "fit") as bar``."""
+"""Logging and progress bars: the ``"kernelscale"`` logger and tqdm bars over protocol rounds.
+
+Every part of the library logs to a child of the ``"kernelscale"`` logger
+(``"kernelscale.horizontal"``, ``"kernelscale.vertical"``, ``"kernelscale.federated"``,
+``"kernelscale.streaming"``): one INFO line per fit (what ran, words, seconds) and
+one DEBUG line per protocol round (its name, phase, seconds and the words so
+far). Estimators take ``verbose``:
+
+* ``0`` (default): nothing is shown; the lines still reach the logger, for an
+  application that configures logging itself;
+* ``1``: a tqdm progress bar on stderr over the protocol's rounds (the
+  stream's batches for ``StreamingKernelPCA``), and the INFO lines;
+* ``2`` or more: the DEBUG lines too.
+
+For the duration of the call, ``verbose`` lowers the ``"kernelscale"`` logger to
+INFO (or DEBUG) unless the application has set a level on that logger; when
+logging is not configured at all, the lines go to stderr through
+``tqdm.write``, so they do not break the bar.
+
+The bar counts rounds as they end; it is driven by the runtime's listener hook
+(:meth:`kernelscale.runtime.Cluster.add_listener`).
+"""
 
 from __future__ import annotations
 
+import logging
 import sys
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tqdm.auto import tqdm
+
+LOGGER = logging.getLogger("kernelscale")
 
 
-class Progress:
-    """Counts steps (or points) and redraws one stderr line with the rate.
+def get_logger(name: str) -> logging.Logger:
+    """The logger ``kernelscale.<name>`` (e.g. ``get_logger("horizontal")``)."""
+    return logging.getLogger(f"{LOGGER.name}.{name}")
+
+
+class _TqdmHandler(logging.Handler):
+    """Writes records with ``tqdm.write``: above a running bar, not through it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            tqdm.write(self.format(record), file=sys.stderr)
+        except Exception:  # logging's own contract: report, never raise
+            self.handleError(record)
+
+
+@contextmanager
+def verbosity(verbose) -> Iterator[None]:
+    """Show the library's log lines during the block, as ``verbose`` asks (module docstring)."""
+    if not verbose:
+        yield
+        return
+    level = logging.INFO if verbose == 1 else logging.DEBUG
+    saved_level, handler = LOGGER.level, None
+    if not LOGGER.hasHandlers():  # logging is not configured: show the lines on stderr
+        handler = _TqdmHandler()
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        LOGGER.addHandler(handler)
+    if saved_level == logging.NOTSET and LOGGER.getEffectiveLevel() > level:
+        LOGGER.setLevel(level)
+    try:
+        yield
+    finally:
+        if handler is not None:
+            LOGGER.removeHandler(handler)
+        LOGGER.setLevel(saved_level)
+
+
+def progress_bar(verbose, **options) -> tqdm:
+    """A tqdm bar on stderr, disabled unless ``verbose``; ``options`` go to ``tqdm``."""
+    return tqdm(file=sys.stderr, disable=not verbose, dynamic_ncols=True, **options)
+
+
+class RoundProgress:
+    """A cluster listener: one bar step and one DEBUG line per protocol round.
 
     Parameters
     ----------
-    total : int or None
-        Expected count (None: unknown, no percentage).
-    label : str
-    unit : str
-        What is counted ('runs', 'points', ...).
-    stream : file, default sys.stderr
-    enabled : bool
-        False turns every call into a no-op (for ``--quiet``).
+    cluster : Cluster
+        The listener is added to it; its ledger gives the words so far.
+    logger : logging.Logger
+    desc : str
+        The bar's label, also the start of each log line.
+    verbose : int
+        0 disables the bar (the DEBUG lines still reach the logger).
     """
 
-    def __init__(self, total=None, label="", unit="steps", stream=None, enabled=True):
-        self.total, self.label, self.unit = total, label, unit
-        self.stream = stream or sys.stderr
-        self.enabled = enabled
-        self.count = 0
-        self.start = time.perf_counter()
-        self.status = ""
+    def __init__(self, cluster, logger: logging.Logger, desc: str, verbose):
+        self.cluster, self.logger, self.desc = cluster, logger, desc
+        self.bar = progress_bar(verbose, desc=desc, unit="round")
+        cluster.add_listener(self)
 
-    def update(self, n: int = 1, status: str = "") -> None:
-        self.count += n
-        self.status = status
-        if self.enabled:
-            self._draw()
+    def __call__(self, round: str, phase: str, seconds: float) -> None:
+        if self.logger.isEnabledFor(logging.DEBUG):
+            words = self.cluster.ledger.total_words(phase)
+            self.logger.debug("%s: round %r (phase %s) took %.3f s; %s %s words so far",
+                              self.desc, round, phase, seconds, f"{words:,}", phase)
+        self.bar.set_postfix_str(round, refresh=False)
+        self.bar.update(1)  # redraws (at most every 0.1 s)
 
-    def _draw(self) -> None:
-        elapsed = max(time.perf_counter() - self.start, 1e-9)
-        rate = self.count / elapsed
-        done = f"{self.count:,}" + (f"/{self.total:,}" if self.total else "")
-        pct = f" {100 * self.count / self.total:5.1f}%" if self.total else ""
-        speed = f"[{rate:,.1f} {self.unit}/s, {elapsed:.1f}s]"
-        line = f"\r{self.label} {done}{pct} {speed} {self.status}"
-        self.stream.write(line[:120].ljust(80))
-        self.stream.flush()
+    def close(self) -> None:
+        self.bar.close()
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, *exc):
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
+@contextmanager
+def track_rounds(cluster, logger: logging.Logger, desc: str, verbose) -> Iterator[RoundProgress]:
+    """A :class:`RoundProgress` on ``cluster`` during the block (closed after it).
+
+    Use it inside :func:`verbosity`, which decides what the log lines reach.
+    """
+    progress = RoundProgress(cluster, logger, desc, verbose)
+    try:
+        yield progress
+    except BaseException:
+        progress.bar.leave = False  # the error says what happened; no half-done bar
+        raise
+    finally:
+        progress.close()

@@ -80,7 +80,8 @@ def test_uniform_dislr_ledger(center):
         "uniform sampling: seeds": {DOWN: s, UP: 0},
         "uniform sampling": {DOWN: s, UP: n_y * d},
         "disLR: k(Y,A_i) k(A_i,Y)": {DOWN: s * (n_y * d + 9 + 1),
-                                     UP: s * (n_y * (n_y + 1) // 2 + extra * n_y)},
+                                     # + sum_a k(a, a): one word per worker
+                                     UP: s * (n_y * (n_y + 1) // 2 + extra * n_y + 1)},
         "disLR: components": {DOWN: s * n_y * (k + extra), UP: 0},
     }
     assert cluster.ledger.upload_words(kind="raw_points") == n_y * d

@@ -171,6 +171,21 @@ def test_estimator_on_remote_data(client, tmp_path):
         assert remote.n_features_in_ == 5
 
 
+@pytest.mark.parametrize("kernel", ["cosine", np.dot])
+def test_estimator_with_landmarks_and_a_direct_kernel_on_dask(client, kernel):
+    """User landmarks travel in the model message; a callable by its import path."""
+    horizontal = optional("kernelscale.horizontal")
+    parts = horizontal_data()
+    params = dict(kernel=kernel, method="uniform_dislr", landmarks=parts[0][:15],
+                  n_components=3, random_state=3)
+    local = horizontal.DistributedKernelPCA(**params).fit(parts)
+    remote = horizontal.DistributedKernelPCA(**params, backend="dask", client=client).fit(parts)
+    X = np.vstack(parts)
+    np.testing.assert_allclose(local.transform(X), remote.transform(X), rtol=TOL, atol=TOL)
+    assert local.communication_ == remote.communication_
+    assert remote.communication_.total_words("fit", kind="raw_points") == 0
+
+
 async def exit_process():
     """Run with ``client.run`` on a worker: end its process at once."""
     os._exit(1)

@@ -90,6 +90,7 @@ def _expected_rounds(parts, d, t, n_p, n_new, k, messages, p=None, center=False)
         lr_up = sum(n_y * min(n_i, n_y) for n_i in rows)
         lev_name = "leverage scores: T_i^T E_i (E_i where n_i <= p)"
         lr_name = "disLR: k(Y,A_i) T_i (k(Y,A_i) where n_i <= w)"
+    lr_up += s  # sum_a k(a, a), the trace (one word per worker)
     if center:
         lr_up += s * n_y  # row sums k(Y, A_i) 1
         if messages == "sketch":

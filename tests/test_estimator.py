@@ -23,6 +23,9 @@ SMALL = {"n_landmarks": 20, "embedding_dim": 8, "row_sketch_dim": 20, "n_random_
     DistributedKernelPCA(kernel="linear", method="uniform_batch"),
     DistributedKernelPCA(kernel="linear", method="random_features"),
     DistributedKernelPCA(n_components=2, random_state=0, **SMALL),
+    DistributedKernelPCA(n_components=2, center=False, random_state=0, **SMALL),  # the papers'
+    DistributedKernelPCA(kernel="cosine", method="uniform_dislr"),
+    DistributedKernelPCA(method="exact", fit_inverse_transform=True),
     DistributedKernelPCA(n_components=2, method="uniform_batch", kernel="poly", random_state=0,
                          **SMALL),
     DistributedKernelPCA(n_components=2, method="random_features", messages="sketch",
@@ -79,7 +82,7 @@ def _estimator(**kwargs):
 def test_fit_partitions_equals_protocol_on_cluster():
     X = _data()
     parts = split(X, make_partition(150, 3, random_state=5))
-    est = _estimator(messages="sketch").fit(parts)
+    est = _estimator(messages="sketch", center=False).fit(parts)  # the paper's (uncentred)
     cluster = LocalCluster(parts)
     model = diskpca(cluster, make_kernel("rbf", gamma=0.2), n_components=3, messages="sketch",
                     random_state=0, **SMALL)
@@ -94,7 +97,7 @@ def test_fit_partitions_equals_protocol_on_cluster():
 
 def test_fit_x_splits_with_the_partitioner_then_runs_the_protocol():
     X = _data()
-    est = _estimator(partition="uniform", random_state=7).fit(X)
+    est = _estimator(partition="uniform", center=False, random_state=7).fit(X)
     rng = as_generator(7)
     parts = split(X, make_partition(150, 3, "uniform", random_state=rng))
     cluster = LocalCluster(parts)
@@ -112,7 +115,7 @@ def test_fit_x_splits_with_the_partitioner_then_runs_the_protocol():
 def test_random_features_method_matches_protocol():
     X = _data()
     parts = split(X, make_partition(150, 3, random_state=1))
-    est = _estimator(method="random_features").fit(parts)
+    est = _estimator(method="random_features", center=False).fit(parts)
     model = random_features_pca(LocalCluster(parts), make_kernel("rbf", gamma=0.2),
                                 n_components=3, n_random_features=40, random_state=0)
     np.testing.assert_allclose(est.transform(X), model.transform(X))
@@ -167,7 +170,7 @@ def test_n_landmarks_larger_than_n_warns_and_caps(method):
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
-    ({"kernel": "cosine"}, ValueError, "Unknown kernel 'cosine'"),
+    ({"kernel": "cosne"}, ValueError, "Unknown kernel 'cosne'"),
     ({"gamma": 0.0}, ValueError, "gamma must be a positive"),
     ({"gamma": -1.0}, ValueError, "gamma must be a positive"),
     ({"method": "magic"}, ValueError, "Unknown method 'magic'"),
@@ -197,7 +200,7 @@ def test_duplicate_points_work():
     assert np.all(np.isfinite(est.transform(X)))
     # All points as the budget: K_YY holds every distinct point once, the fit is exact.
     est = _estimator(n_landmarks=40, method="uniform_dislr").fit(base)
-    ref = exact_kpca_reference(base, est.kernel_, 3)
+    ref = exact_kpca_reference(base, est.kernel_, 3, center=True)
     assert lowrank_error(est.model_, base)["error"] == pytest.approx(ref["opt"], rel=1e-8)
 
 

@@ -130,7 +130,11 @@ def test_default_gamma_is_one_over_n_features_and_dict_roundtrip():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"name": "cosine"}, "Unknown kernel 'cosine'"),
+        ({"name": "cosne"}, "Unknown kernel 'cosne'"),
+        ({"name": "precomputed"}, "Unknown kernel 'precomputed'"),
+        ({"name": "sigmoid", "gamma": 1.0, "coef0": np.nan}, "coef0 must be a finite"),
+        ({"name": "chi2", "gamma": -1.0}, "gamma must be a positive"),
+        ({"name": "callable"}, "needs its function"),
         ({"name": "rbf", "gamma": 0.0}, "gamma must be a positive"),
         ({"name": "rbf", "gamma": -1.0}, "gamma must be a positive"),
         ({"name": "poly", "gamma": np.inf}, "gamma must be a positive"),
@@ -196,3 +200,82 @@ def test_large_gram_blocks_match_direct_dot_products():
     expected = np.einsum("id,id->i", Z[pairs[:, 0]], Z[pairs[:, 1]])
     np.testing.assert_allclose(K2[pairs[:, 0], pairs[:, 1]], expected, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(np.diag(K2), row_sq_norms(Z), rtol=1e-12)
+
+
+# ----------------------------------------------------------------- scikit-learn's other kernels
+
+def _rbf_of_rows(x, y):
+    """A callable kernel with an import path (module-level, importable)."""
+    return float(np.exp(-0.5 * np.sum((x - y) ** 2)))
+
+
+PAIRWISE = [
+    make_kernel("sigmoid", gamma=0.2, coef0=0.5),
+    make_kernel("cosine"),
+    make_kernel("chi2", gamma=0.7),
+    make_kernel("additive_chi2"),
+    make_kernel("polynomial", gamma=0.5, degree=2, coef0=1.0),
+]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("kernel", PAIRWISE, ids=lambda k: k.name)
+def test_pairwise_kernels_match_scikit_learn(kernel, seed):
+    from sklearn.metrics.pairwise import pairwise_kernels
+
+    X, Y = (np.abs(a) for a in _data(seed))  # the chi2 kernels need x >= 0
+    params = {"gamma": kernel.gamma, "degree": kernel.degree, "coef0": kernel.coef0}
+    expected = pairwise_kernels(X, Y, metric=kernel.name, filter_params=True, **params)
+    np.testing.assert_allclose(kernel(X, Y, chunk_size=5), expected, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(kernel.diag(X), np.diag(kernel(X, X)), rtol=1e-9, atol=1e-12)
+    assert Kernel.from_dict(kernel.to_dict()) == kernel
+    assert kernel.has_feature_map == (kernel.name == "poly")
+
+
+def test_polynomial_is_an_alias_of_poly():
+    assert make_kernel("polynomial", gamma=0.5) == make_kernel("poly", gamma=0.5)
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "cosine"])
+def test_pairwise_kernels_take_csr(name):
+    X = sp.random(30, 12, density=0.3, format="csr", random_state=1)
+    Y = sp.random(9, 12, density=0.3, format="csr", random_state=2)
+    kernel = make_kernel(name, n_features=12)
+    dense = kernel(X.toarray(), Y.toarray())
+    np.testing.assert_allclose(kernel(X, Y, chunk_size=7), dense, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(kernel.diag(X), kernel.diag(X.toarray()), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["chi2", "additive_chi2"])
+def test_chi2_kernels_reject_csr(name):
+    X = sp.random(5, 3, density=0.5, format="csr", random_state=0)
+    with pytest.raises(TypeError, match="does not take sparse"):
+        make_kernel(name, n_features=3)(X, X)
+
+
+def test_callable_kernel_matches_scikit_learn_and_travels_by_import_path():
+    from sklearn.metrics.pairwise import pairwise_kernels
+
+    X, Y = _data(0)
+    kernel = make_kernel(_rbf_of_rows)
+    assert kernel.name == "callable" and not kernel.has_feature_map
+    np.testing.assert_allclose(kernel(X, Y, chunk_size=4),
+                               pairwise_kernels(X, Y, metric=_rbf_of_rows), rtol=1e-14)
+    np.testing.assert_allclose(kernel.diag(X), np.ones(X.shape[0]))
+    params = kernel.to_dict()
+    assert params == {"name": "callable", "function": f"{__name__}:_rbf_of_rows"}
+    assert Kernel.from_dict(params) == kernel
+
+
+def test_callable_without_import_path_is_known_in_this_process_only():
+    from kernelscale.kernels import is_importable
+
+    kernel = make_kernel(lambda x, y: float(np.dot(x, y)))
+    params = kernel.to_dict()
+    assert params["function"].startswith("@local:") and not is_importable(kernel.function)
+    assert Kernel.from_dict(params) == kernel          # same process: resolved
+    assert kernel.to_dict() == params                  # one token per function
+    with pytest.raises(ValueError, match="exists only in the process"):
+        Kernel.from_dict({"name": "callable", "function": "@local:999999"})
+    with pytest.raises(ValueError, match="Cannot import the callable kernel"):
+        Kernel.from_dict({"name": "callable", "function": "no_such_module:f"})

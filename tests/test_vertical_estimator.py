@@ -53,7 +53,10 @@ def test_exact_local_rank_matches_kernel_pca(kernel):
 def test_estimator_bad_input():
     X = data(0)
     with pytest.raises(ValueError, match="Unknown kernel"):
-        VerticalKernelPCA(kernel="sigmoid").fit(X)
+        VerticalKernelPCA(kernel="sigmoidal").fit(X)
+    with pytest.raises(ValueError, match="'cosine' does not split over feature blocks; the "
+                                         "vertical setting takes linear, rbf"):
+        VerticalKernelPCA(kernel="cosine").fit(X)
     with pytest.raises(ValueError, match="n_components"):
         VerticalKernelPCA(n_components=X.shape[0] + 1).fit(X)
     with pytest.raises(ValueError, match="gamma"):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import sys
 import time
 import tracemalloc
 from pathlib import Path
@@ -27,6 +26,7 @@ from kernelscale.bench.spec import Experiment, Method
 from kernelscale.kernels import Kernel, make_kernel, median_heuristic
 from kernelscale.metrics.lowrank import excess_energy_ratio
 from kernelscale.partition import make_partition, split
+from kernelscale.progress import progress_bar
 from kernelscale.runtime import LocalCluster
 
 COLUMNS = ("experiment", "method", "messages", "budget", "n_landmarks", "seed", "n_workers",
@@ -208,18 +208,6 @@ def _plan(exp: Experiment) -> list[tuple]:
     return runs
 
 
-def progress(done: int, total: int, label: str, elapsed: float, stream=None) -> None:
-    """A one-line progress bar on stderr, redrawn with ``\\r``."""
-    stream = stream or sys.stderr
-    width = 24
-    filled = int(width * done / max(total, 1))
-    stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-                 f"{elapsed:7.1f}s  {label[:60]:<60}")
-    if done == total:
-        stream.write("\n")
-    stream.flush()
-
-
 def run_experiment(exp: Experiment, out_dir=None, quiet: bool = False,
                    blas_threads: int | None = 1) -> Path:
     """Run every (workers, seed, method, budget) of ``exp``; write ``results.csv``.
@@ -253,21 +241,19 @@ def _run_experiment(exp: Experiment, out_dir, quiet: bool, blas_threads) -> Path
     runs = _plan(exp)
     path = out_dir / "results.csv"
     t0 = time.perf_counter()
-    with path.open("w", newline="") as handle:
+    with path.open("w", newline="") as handle, progress_bar(
+            not quiet, total=len(runs), desc=exp.name, unit="run") as bar:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS, restval="")
         writer.writeheader()
         parts_key, parts = None, None
-        for i, (n_workers, seed, method, budget) in enumerate(runs):
+        for n_workers, seed, method, budget in runs:
             if parts_key != (n_workers, seed):
                 idx = make_partition(X.shape[0], n_workers, exp.partition, random_state=seed)
                 parts_key, parts = (n_workers, seed), split(X, idx)
-            if not quiet:
-                label = f"{method.label} |Y|={budget or '-'} seed={seed} s={n_workers}"
-                progress(i, len(runs), label, time.perf_counter() - t0)
+            bar.set_postfix_str(f"{method.label} |Y|={budget or '-'} seed={seed} s={n_workers}")
             writer.writerow(run_one(method, exp, X, parts, kernel, budget, seed, reference))
             handle.flush()
-    if not quiet:
-        progress(len(runs), len(runs), "done", time.perf_counter() - t0)
+            bar.update()
     meta = {"experiment": exp.name, "description": exp.description,
             "n_samples": int(X.shape[0]), "n_features": int(X.shape[1]),
             "sparse": bool(sp.issparse(X)), "kernel": kernel.to_dict(),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from sklearn.base import (
     BaseEstimator,
@@ -13,10 +15,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from kernelscale.federated.baselines import distributed_spectral_clustering
 from kernelscale.federated.fkkmeans import fk_kmeans
-from kernelscale.kernels import make_kernel
+from kernelscale.kernels import KERNELS, kernel_name, make_kernel
 from kernelscale.linalg import as_generator
 from kernelscale.partition import make_partition
+from kernelscale.progress import get_logger, track_rounds, verbosity
 from kernelscale.runtime.build import estimator_cluster
+
+LOGGER = get_logger("federated")
 
 
 def _cluster(estimator, X, y, rng):
@@ -32,6 +37,12 @@ def _cluster(estimator, X, y, rng):
                               labels=y, random_state=rng)
 
     return estimator_cluster(estimator, X, split_rows)
+
+
+def _log_fit(estimator, info, start: float) -> None:
+    LOGGER.info("%s: %d samples over %d workers, %s fit words, %.2f s",
+                type(estimator).__name__, info.n_samples, info.n_workers,
+                f"{estimator.communication_.total_words('fit'):,}", time.perf_counter() - start)
 
 
 def _in_input_order(indices, labels):
@@ -117,6 +128,10 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         raising ``WorkerError``.
     timeout : float, optional
         Dask only: seconds a round may take before it fails (default 600).
+    verbose : int, default=0
+        0: silent. 1: a tqdm progress bar over the protocol's rounds on stderr and
+        one INFO line per fit on the ``kernelscale.federated`` logger. 2: a DEBUG
+        line per round too. See :mod:`kernelscale.progress`.
     random_state : int, RandomState, Generator or None
 
     Attributes
@@ -152,7 +167,7 @@ class FederatedKernelKMeans(_EmbeddingClustering):
     def __init__(self, n_clusters=8, *, n_eigenvectors=None, n_random_features=50, max_iter=20,
                  coreset_size=1000, n_refine=10, gamma=None, n_workers=5, partition="uniform",
                  dropout=0.0, chunk_size=4096, backend="local", client=None,
-                 retry_lost=False, timeout=None, random_state=None):
+                 retry_lost=False, timeout=None, verbose=0, random_state=None):
         self.n_clusters = n_clusters
         self.n_eigenvectors = n_eigenvectors
         self.n_random_features = n_random_features
@@ -168,6 +183,7 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         self.client = client
         self.retry_lost = retry_lost
         self.timeout = timeout
+        self.verbose = verbose
         self.random_state = random_state
 
     def fit(self, X, y=None):
@@ -181,15 +197,22 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         y : array, optional
             Labels, used only by ``partition='label'``.
         """
+        with verbosity(self.verbose):
+            return self._fit(X, y)
+
+    def _fit(self, X, y):
+        start = time.perf_counter()
         rng = as_generator(self.random_state)
-        cluster, _, indices = _cluster(self, X, y, rng)
+        cluster, info, indices = _cluster(self, X, y, rng)
         try:
-            result = fk_kmeans(
-                cluster, self.n_clusters, n_eigenvectors=self.n_eigenvectors,
-                n_random_features=self.n_random_features, max_iter=self.max_iter,
-                coreset_size=self.coreset_size, n_refine=self.n_refine, gamma=self.gamma,
-                dropout=self.dropout, chunk_size=self.chunk_size, random_state=rng,
-            )
+            with track_rounds(cluster, LOGGER, type(self).__name__, self.verbose):
+                result = fk_kmeans(
+                    cluster, self.n_clusters, n_eigenvectors=self.n_eigenvectors,
+                    n_random_features=self.n_random_features, max_iter=self.max_iter,
+                    coreset_size=self.coreset_size, n_refine=self.n_refine,
+                    gamma=self.gamma, dropout=self.dropout, chunk_size=self.chunk_size,
+                    random_state=rng,
+                )
         finally:
             cluster.close()
         self.labels_ = _in_input_order(indices, result.labels)
@@ -202,6 +225,7 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         self.lanczos_steps_ = result.dspgd.lanczos_steps
         self.n_iter_ = len(result.dspgd.ranks)
         self.communication_ = cluster.ledger
+        _log_fit(self, info, start)
         return self
 
     def _embed(self, X):
@@ -237,6 +261,8 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         raising ``WorkerError``.
     timeout : float, optional
         Dask only: seconds a round may take before it fails (default 600).
+    verbose : int, default=0
+        As in :class:`FederatedKernelKMeans`.
     random_state : int, RandomState, Generator or None
 
     Attributes
@@ -255,7 +281,7 @@ class DistributedSpectralClustering(_EmbeddingClustering):
                  degree=None, coef0=1.0, n_landmarks=400, n_leverage=None, embedding_dim=50,
                  row_sketch_dim=250, n_random_features=2000, messages="gram",
                  coreset_size=1000, n_refine=10, n_workers=5, partition="power_law",
-                 backend="local", client=None, retry_lost=False, timeout=None,
+                 backend="local", client=None, retry_lost=False, timeout=None, verbose=0,
                  random_state=None):
         self.n_clusters = n_clusters
         self.n_components = n_components
@@ -277,6 +303,7 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         self.client = client
         self.retry_lost = retry_lost
         self.timeout = timeout
+        self.verbose = verbose
         self.random_state = random_state
 
     def fit(self, X, y=None):
@@ -292,27 +319,21 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         """
         if int(self.n_clusters) != self.n_clusters or self.n_clusters < 1:
             raise ValueError(f"n_clusters must be a positive integer, got {self.n_clusters!r}.")
+        if kernel_name(self.kernel) not in KERNELS:
+            raise ValueError(
+                f"kernel={self.kernel!r} has no random feature map, which disKPCA needs; "
+                f"choose one of {', '.join(KERNELS)}."
+            )
+        with verbosity(self.verbose):
+            return self._fit(X, y)
+
+    def _fit(self, X, y):
+        start = time.perf_counter()
         rng = as_generator(self.random_state)
         cluster, info, indices = _cluster(self, X, y, rng)
         try:
-            if self.n_clusters > info.n_samples:
-                raise ValueError(f"n_clusters={self.n_clusters} exceeds the number of "
-                                 f"samples {info.n_samples}.")
-            kernel = None
-            if self.kernel != "rbf" or self.gamma is not None:
-                params = {}
-                if self.degree is not None:
-                    params = {"order" if self.kernel == "arccos" else "degree": self.degree}
-                kernel = make_kernel(self.kernel, gamma=self.gamma, coef0=self.coef0,
-                                     n_features=info.n_features, **params)
-            n_landmarks = min(self.n_landmarks, info.n_samples)
-            result = distributed_spectral_clustering(
-                cluster, self.n_clusters, kernel=kernel, n_components=self.n_components,
-                coreset_size=self.coreset_size, n_refine=self.n_refine, random_state=rng,
-                n_landmarks=n_landmarks, n_leverage=self.n_leverage,
-                embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
-                n_random_features=self.n_random_features, messages=self.messages,
-            )
+            with track_rounds(cluster, LOGGER, type(self).__name__, self.verbose):
+                result = self._run(cluster, info, rng)
         finally:
             cluster.close()
         self.labels_ = _in_input_order(indices, result.labels)
@@ -320,7 +341,28 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         self.model_ = result.model
         self.kernel_ = result.model.kernel
         self.communication_ = cluster.ledger
+        _log_fit(self, info, start)
         return self
+
+    def _run(self, cluster, info, rng):
+        if self.n_clusters > info.n_samples:
+            raise ValueError(f"n_clusters={self.n_clusters} exceeds the number of "
+                             f"samples {info.n_samples}.")
+        kernel = None
+        if self.kernel != "rbf" or self.gamma is not None:
+            params = {}
+            if self.degree is not None:
+                params = {"order" if self.kernel == "arccos" else "degree": self.degree}
+            kernel = make_kernel(kernel_name(self.kernel), gamma=self.gamma, coef0=self.coef0,
+                                 n_features=info.n_features, **params)
+        n_landmarks = min(self.n_landmarks, info.n_samples)
+        return distributed_spectral_clustering(
+            cluster, self.n_clusters, kernel=kernel, n_components=self.n_components,
+            coreset_size=self.coreset_size, n_refine=self.n_refine, random_state=rng,
+            n_landmarks=n_landmarks, n_leverage=self.n_leverage,
+            embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
+            n_random_features=self.n_random_features, messages=self.messages,
+        )
 
     def _embed(self, X):
         # Coordinates of X on the kernel principal components.

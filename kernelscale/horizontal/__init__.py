@@ -9,12 +9,15 @@ from kernelscale.horizontal.baselines import (
 from kernelscale.horizontal.diskpca import diskpca
 from kernelscale.horizontal.estimator import DistributedKernelPCA
 from kernelscale.horizontal.evaluate import distributed_error
+from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
 
 __all__ = [
     "DistributedKernelPCA",
     "diskpca",
     "distributed_error",
     "exact_kpca",
+    "landmark_batch",
+    "landmark_dislr",
     "random_features_pca",
     "uniform_batch",
     "uniform_dislr",

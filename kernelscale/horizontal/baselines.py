@@ -88,6 +88,7 @@ def batch_kpca(X, kernel: Kernel, n_components: int, center: bool) -> KernelPCAM
     if center:
         mean = K.mean(axis=0)
         K = K - mean[None, :] - mean[:, None] + mean.mean()
+    trace = float(np.trace(K))  # the (centred) energy of X, for the shares of energy
     w, V = _numerical_range(*top_eigh(K, n_components))
     coef, w = cap_at_rank(V / np.sqrt(w), w, n_components, "The kernel matrix",
                           stacklevel=4)
@@ -95,7 +96,8 @@ def batch_kpca(X, kernel: Kernel, n_components: int, center: bool) -> KernelPCAM
         # Centring the coefficients: V^T (phi(a) - mu) with V = (phi(X) - mu 1^T) C
         # equals C'^T (k(X, a) - m) with C' = (I - 11^T/n) C.
         coef = coef - coef.mean(axis=0)
-    return KernelPCAModel(kernel=kernel, landmarks=X, coef=coef, eigenvalues=w, center=mean)
+    return KernelPCAModel(kernel=kernel, landmarks=X, coef=coef, eigenvalues=w, center=mean,
+                          trace=trace)
 
 
 def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
@@ -181,10 +183,11 @@ def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10
     if center:
         mean = total["scalars"] / info.n_samples
         cov -= info.n_samples * np.outer(mean, mean)
+    trace = float(np.trace(cov))  # the (centred) energy in the random feature space
     w, V = _numerical_range(*top_eigh(cov, n_components))
     # Rank below k (e.g. the linear kernel's m = d features): zero components beyond it.
     V, w = cap_at_rank(V, w, n_components, f"The random feature space ({m} features)")
     return RandomFeaturePCAModel(kernel=kernel, n_features_in=info.n_features,
                                  n_random_features=int(n_random_features), feature_seed=seed,
                                  components=V, eigenvalues=w, mean=mean,
-                                 info={"method": "random_features"})
+                                 info={"method": "random_features"}, trace=trace)

@@ -13,6 +13,20 @@ linear in ``k(Y, A_i)``, and the master applies ``F`` itself.
 Centring: with ``m = (1/n) sum_a k(Y, a)`` the centred projections are
 ``F^T (k(Y, A_i) - m 1^T)``; the workers add their row sums ``k(Y, A_i) 1`` and,
 in sketch mode, the column sums ``1^T T_i``, so no extra round is needed.
+
+Total energy: each worker adds ``sum_a k(a, a)`` over its rows (one word) to the
+same reply, so the master knows the trace of the kernel matrix, against which
+the eigenvalues are shares (``explained_variance_ratio_``). Centred, the master
+subtracts ``n ||Q^T mu||^2 = n ||F^T m||^2``, the squared norm of the mean's
+projection on span(phi(Y)): the exact ``n ||mu||^2`` would need k(a, b) for
+every pair of points across workers. The centred trace is then
+``sum_a ||phi(a) - P_Y mu||^2``, the energy around the centre the model uses;
+it exceeds the exact centred trace by ``n ||mu - P_Y mu||^2`` (0 when Y spans
+the mean), so the shares are, if anything, slightly underestimated.
+
+User-supplied landmarks (:func:`landmark_dislr`): the same protocol on a given
+Y, sent to every worker with the model (kind ``model``, not ``raw_points``: they
+are the user's points, not the workers' data).
 """
 
 from __future__ import annotations
@@ -60,13 +74,15 @@ def cap_at_rank(coef: np.ndarray, eigenvalues: np.ndarray, n_components: int, wh
 
 @worker_step
 def projection_step(state: WorkerState, message):
-    """Form Y = P + new points; reply the disLR message for ``k(Y, A_i)``.
+    """Form Y = P + new points; reply the disLR message for ``k(Y, A_i)`` and ``sum k(a, a)``.
 
-    ``message`` is ``Tagged(raw_points=new_points, model=config, seed=sketch_seed)``.
+    ``message`` is ``Tagged(raw_points=new_points, model=config, seed=sketch_seed)``;
+    user-supplied landmarks come in ``config['landmarks']`` instead of ``raw_points``.
     """
     from kernelscale.horizontal.sampling import stack_rows
 
-    new_points, config = message["raw_points"], message["model"]
+    config = message["model"]
+    new_points = message["raw_points"] if "raw_points" in message else config["landmarks"]
     kept = getattr(state, "leverage_points", None)
     Y = new_points if kept is None else stack_rows([kept, new_points])
     state.landmarks = Y
@@ -74,6 +90,7 @@ def projection_step(state: WorkerState, message):
     X, chunk = state.data, config["chunk_size"]
     n_y = Y.shape[0]
     row_sums = np.zeros(n_y)
+    diag_sum = 0.0  # sum_a k(a, a): the trace, for the shares of energy
     sketched = config["messages"] == "sketch" and X.shape[0] > config["sketch_width"]
     if config["messages"] == "gram":
         acc = np.zeros((n_y, n_y))
@@ -86,17 +103,19 @@ def projection_step(state: WorkerState, message):
 
     def project_chunk(start, stop):
         block = kernel(X[start:stop], Y)  # chunk x |Y|: k(A_chunk, Y)
+        diag = float(kernel.diag(X[start:stop]).sum())
         if config["messages"] == "gram":
             # numpy sends A.T @ A to BLAS's SYRK (half the flops of a GEMM). Worker
             # steps run with one BLAS thread, where SYRK is correct on this platform
             # (DESIGN.md, "Known hazards": it fails with 2 threads, on far larger blocks).
-            return block.sum(axis=0), block.T @ block
+            return block.sum(axis=0), diag, block.T @ block
         if sketched:
-            return block.sum(axis=0), sketch.left_partial(block, start)
-        return block.sum(axis=0), block
+            return block.sum(axis=0), diag, sketch.left_partial(block, start)
+        return block.sum(axis=0), diag, block
 
-    for start, stop, (block_sums, part) in map_chunks(project_chunk, X.shape[0], chunk):
+    for start, stop, (block_sums, diag, part) in map_chunks(project_chunk, X.shape[0], chunk):
         row_sums += block_sums
+        diag_sum += diag
         if config["messages"] == "gram" or sketched:
             acc += part
         else:
@@ -108,10 +127,10 @@ def projection_step(state: WorkerState, message):
     else:
         message = acc.T  # |Y| x n_i, unsketched
     if not config["center"]:
-        return Tagged(sketch=message)
+        return Tagged(sketch=message, scalars=diag_sum)
     # 1^T T_i, needed to centre a sketched message (T_i = I when unsketched).
     column_sums = sketch.left(np.ones((X.shape[0], 1))).ravel() if sketched else None
-    return Tagged(sketch=message, scalars=[row_sums, column_sums])
+    return Tagged(sketch=message, scalars=[row_sums, column_sums, diag_sum])
 
 
 @worker_step
@@ -123,29 +142,43 @@ def store_model_step(state: WorkerState, coef, center):
 
 def dislr(cluster: Cluster, Y, new_points, kernel: Kernel, n_components: int, n_samples: int,
           messages: str, center: bool, chunk_size: int, seeds: list[int], rtol: float = 1e-10,
-          round_prefix: str = "disLR") -> KernelPCAModel:
+          round_prefix: str = "disLR", landmark_kind: str = "raw_points") -> KernelPCAModel:
     """Run disLR on landmarks ``Y`` (the workers already hold ``Y[:len(Y)-len(new_points)]``).
 
     Returns the fitted :class:`KernelPCAModel`; ``C = F W`` with ``W`` the top-k
     eigenvectors of ``Pi Pi^T`` (gram) or left singular vectors of ``Pi T`` (sketch).
+    ``new_points`` travel as ``landmark_kind``: ``'raw_points'`` (sampled from the
+    workers' data) or ``'model'`` (landmarks the user gave).
     """
     n_y = Y.shape[0]
     config = {"kernel": kernel.to_dict(), "chunk_size": chunk_size, "messages": messages,
               "center": center, "sketch_width": n_y}
     name = (f"{round_prefix}: k(Y,A_i) k(A_i,Y)" if messages == "gram"
             else f"{round_prefix}: k(Y,A_i) T_i (k(Y,A_i) where n_i <= w)")
-    args = [(Tagged(raw_points=new_points, model=config, seed=s),) for s in seeds]
+    if landmark_kind == "model":
+        args = [(Tagged(model={**config, "landmarks": new_points}, seed=s),) for s in seeds]
+    else:
+        args = [(Tagged(raw_points=new_points, model=config, seed=s),) for s in seeds]
     gram_mode = messages == "gram"
-    # Gram mode: the master needs only sum_i k(Y,A_i) k(A_i,Y) (and the row sums).
+    # Gram mode: the master needs only the sums over workers of k(Y,A_i) k(A_i,Y), of
+    # the row sums and of the traces.
     replies = cluster.scatter_map(projection_step, args, round=name, reply_kind="sketch",
                                   reduce="sum" if gram_mode else None)
     # Master: Q = phi(Y) F is an orthonormal basis of span(phi(Y)).
     F = whitening(kernel(Y, Y), rtol)
     mean = None
+    if gram_mode:
+        scalars = replies["scalars"]
+    elif center:  # the column sums 1^T T_i differ in size: sum the row sums and traces
+        scalars = [sum(r["scalars"][0] for r in replies), None,
+                   sum(r["scalars"][-1] for r in replies)]
+    else:
+        scalars = sum(r["scalars"] for r in replies)
+    trace = float(scalars[-1] if center else scalars)
     if center:
-        row_sums = (replies["scalars"][0] if gram_mode
-                    else sum(r["scalars"][0] for r in replies))
-        mean = row_sums / n_samples
+        mean = scalars[0] / n_samples
+        # n ||P_Y mu||^2: the mean's projection on span(phi(Y)) (module docstring).
+        trace -= n_samples * float(np.sum((F.T @ mean) ** 2))
     if F.shape[1] == 0:  # phi(Y) = 0 (e.g. linear kernel, all-zero data): no direction
         eigenvalues, W = np.zeros(0), np.zeros((0, 0))
     elif gram_mode:
@@ -168,4 +201,4 @@ def dislr(cluster: Cluster, Y, new_points, kernel: Kernel, n_components: int, n_
     cluster.broadcast_map(store_model_step, coef, mean, round=f"{round_prefix}: components",
                           kind="model", reply_kind="model")
     return KernelPCAModel(kernel=kernel, landmarks=Y, coef=coef, eigenvalues=eigenvalues,
-                          center=mean)
+                          center=mean, trace=trace)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from kernelscale.horizontal.baselines import (
@@ -17,7 +19,9 @@ from kernelscale.horizontal.baselines import (
 )
 from kernelscale.horizontal.diskpca import diskpca
 from kernelscale.horizontal.evaluate import distributed_error
-from kernelscale.kernels import KERNELS, Kernel, make_kernel
+from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
+from kernelscale.horizontal.preimage import apply_preimage, fit_preimage
+from kernelscale.kernels import KERNELS, Kernel, is_importable, kernel_name, make_kernel
 from kernelscale.linalg import as_generator
 from kernelscale.metrics.lowrank import (
     EXACT_REFERENCE_MAX_SAMPLES,
@@ -27,7 +31,8 @@ from kernelscale.metrics.lowrank import (
     kernel_mean_norm_sq,
 )
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import Cluster, LocalCluster
+from kernelscale.progress import get_logger, track_rounds, verbosity
+from kernelscale.runtime import LocalCluster
 from kernelscale.runtime.build import estimator_cluster, is_partition_list
 
 METHODS = {
@@ -37,6 +42,28 @@ METHODS = {
     "exact": exact_kpca,
     "random_features": random_features_pca,
 }
+#: Methods that need a random feature map of the kernel (``KERNELS`` have one).
+FEATURE_MAP_METHODS = ("diskpca", "random_features")
+#: Methods that evaluate the kernel directly, so any kernel (or callable) works.
+DIRECT_KERNEL_METHODS = ("uniform_dislr", "uniform_batch", "exact")
+#: Methods that take ``landmarks=`` (disLR or batch KPCA on them, without sampling).
+LANDMARK_METHODS = ("diskpca", "uniform_dislr", "uniform_batch")
+#: Methods whose model holds landmarks, from which the pre-image map is learnt.
+INVERSE_METHODS = ("diskpca", "uniform_dislr", "uniform_batch", "exact")
+
+LOGGER = get_logger("horizontal")
+
+
+def _quoted(names) -> str:
+    return ", ".join(repr(n) for n in names)
+
+
+
+def _energy_shares(eigenvalues: np.ndarray, trace: float | None) -> np.ndarray:
+    """``eigenvalues / trace`` (zeros when the trace is unknown or not positive)."""
+    if trace is None or not trace > 0:
+        return np.zeros_like(eigenvalues)
+    return eigenvalues / trace
 
 
 class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -55,14 +82,29 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         numerical rank r < k (e.g. a linear kernel on data of rank r), a
         ``UserWarning`` says so and the last k - r components are zero:
         ``transform`` still returns k columns, with eigenvalue 0 for the extra ones.
-    kernel : {'rbf', 'laplacian', 'poly', 'linear', 'arccos'}, default='rbf'
+    kernel : str or callable, default='rbf'
+        'rbf', 'laplacian', 'poly' (or 'polynomial'), 'linear' and 'arccos' work
+        with every method. scikit-learn's other ``pairwise_kernels`` ('sigmoid',
+        'cosine', 'chi2', 'additive_chi2') and a callable ``f(x, y) -> float`` on
+        two rows (scikit-learn's convention: called once per pair of rows, so
+        slow) have no random feature map: they work with the methods that
+        evaluate the kernel directly ('uniform_dislr', 'uniform_batch', 'exact',
+        and 'diskpca' given ``landmarks``). A callable travels to the workers as
+        its import path ``module:qualname`` (one word): on Dask, 'uniform_dislr'
+        (and 'diskpca' with landmarks) needs one defined at module level in a
+        module the workers can import; a lambda or a local function works
+        in-process, and with 'uniform_batch' and 'exact' (which evaluate the
+        kernel at the master only) everywhere. A model with a callable kernel
+        cannot be saved (a model file holds no code). 'sigmoid' and
+        'additive_chi2' are not positive semi-definite: only the positive part
+        of the spectrum is used.
     gamma : float, optional
         Kernel scale; default ``1 / n_features`` (scikit-learn's). For the papers'
         bandwidth use ``kernelscale.kernels.median_heuristic``: gamma = 1 / (2 sigma^2).
     degree : int, optional
         Polynomial degree (default 3) or arc-cosine order (default 2).
     coef0 : float, default=1.0
-        Polynomial constant term.
+        Polynomial constant term; sigmoid offset.
     n_workers : int, default=5
         Workers to split ``X`` over (ignored when partitions are given).
     partition : {'power_law', 'uniform', 'label'}, default='power_law'
@@ -74,7 +116,16 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         budget), all distinct; fewer only when the data has fewer distinct
         points (capped at n with a warning). When disKPCA's adaptive weights
         run out first (all remaining points in the span of the sampled ones),
-        the rest is drawn uniformly.
+        the rest is drawn uniformly. Ignored when ``landmarks`` is given.
+    landmarks : array or CSR matrix of shape (n_landmarks, n_features), optional
+        Y given by the user: no sampling. 'diskpca' and 'uniform_dislr' run disLR
+        on Y (the best rank-k subspace of span(phi(Y)) for all the data; Y is
+        sent to every worker once, counted under the kind 'model', since these
+        are the user's points and not the workers' data, so the fit sends no
+        'raw_points'); 'uniform_batch' runs exact kernel PCA of Y itself at the
+        master (the workers' data are validated but not used; no fit words).
+        'exact' and 'random_features' take no landmarks. Y must be finite, with
+        the data's feature count and at least ``n_components`` rows.
     n_leverage : int, optional
         Points sampled by leverage scores out of ``n_landmarks`` (default
         ``ceil(2 k ln k)``, at most half the budget); the rest adaptively.
@@ -92,8 +143,22 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         worker. Ignored by the other methods.
     messages : {'gram', 'sketch'}, default='gram'
         Exact Gram messages (fewer words) or the paper's sketched messages.
-    center : bool, default=False
-        Centre in feature space (paper 001 does not).
+    center : bool, default=True
+        Centre in feature space, as scikit-learn's ``KernelPCA`` does. The
+        papers (001) do not centre: ``center=False`` is their setting (the
+        benchmarks use it), with ``transform(x) = C^T k(Y, x)``.
+    fit_inverse_transform : bool, default=False
+        Learn a pre-image map for ``inverse_transform``, as scikit-learn's
+        ``KernelPCA``: kernel ridge regression from the scores back to input
+        space, learnt at the master from what it already holds, the landmarks
+        Y and their scores ``transform(Y)`` (no extra communication). It costs
+        the |Y| x |Y| kernel of the scores and one |Y| x |Y| solve at the
+        master (O(|Y|^2 k + |Y|^3 + |Y|^2 d) time, |Y|^2 + |Y| d floats of
+        memory, kept for ``inverse_transform``). Needs a method with landmarks
+        (not 'random_features'). With method='exact', Y is all the data and the
+        map is scikit-learn's.
+    alpha : float, default=1.0
+        Ridge of the pre-image map (``fit_inverse_transform=True``).
     chunk_size : int, default=4096
         Rows a worker processes at once.
     backend : {'local', 'dask'}, default='local'
@@ -107,6 +172,10 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     timeout : float, optional
         Dask only: seconds a round may take before it fails with a
         ``WorkerError`` (default: the runtime's 600 s).
+    verbose : int, default=0
+        0: silent. 1: a tqdm progress bar over the protocol's rounds on stderr
+        and one INFO line per fit on the ``kernelscale.horizontal`` logger. 2: a
+        DEBUG line per round too. See :mod:`kernelscale.progress`.
     random_state : int, Generator or None
 
     Attributes
@@ -115,8 +184,30 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     landmarks_ : array or CSR (n_landmarks, n_features)
         Y (absent for 'random_features').
     dual_coef_ : ndarray (n_landmarks, n_components)
-        C, with ``transform(x) = C^T k(Y, x)`` when ``center=False``.
+        C, with ``transform(x) = C^T k(Y, x)`` when ``center=False``. (Not
+        scikit-learn's ``KernelPCA.dual_coef_``, the pre-image map, which is
+        ``inverse_dual_coef_`` here.)
     eigenvalues_ : ndarray (n_components,)
+        Energy each component captures: the eigenvalues of the (centred) kernel
+        matrix of the training data as the method estimates them (of the
+        sample, for 'uniform_batch'; of the random features, for
+        'random_features').
+    explained_variance_ratio_ : ndarray (n_components,)
+        ``eigenvalues_`` as shares of the total energy in feature space, the
+        trace of the kernel matrix (centred when ``center=True``) over the same
+        points. disLR methods ('diskpca', 'uniform_dislr') learn the trace from
+        one word per worker, added to the disLR round's reply; centred, they
+        use the mean's projection on span(phi(Y)) (the exact mean's norm would
+        need every pair of points across workers), which can only lower the
+        shares, by ``n ||mu - P_Y mu||^2 / trace`` (0 when Y spans the mean).
+        'exact' and 'uniform_batch' use the trace of the kernel matrix they
+        hold (all data, the sample); 'random_features' that of its features.
+    X_transformed_fit_ : ndarray (n_landmarks, n_components)
+        The landmarks' scores, inputs of the pre-image map
+        (``fit_inverse_transform=True``).
+    inverse_dual_coef_ : ndarray (n_landmarks, n_features)
+        The pre-image map: ``inverse_transform(Z) = k(Z, X_transformed_fit_) @
+        inverse_dual_coef_`` (``fit_inverse_transform=True``).
     communication_ : Ledger
         Every message of the fit (phases 'setup' and 'fit').
     kernel_ : Kernel
@@ -125,9 +216,10 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     def __init__(self, n_components=10, *, kernel="rbf", gamma=None, degree=None, coef0=1.0,
                  n_workers=5, partition="power_law", method="diskpca", n_landmarks=400,
-                 n_leverage=None, embedding_dim=50, row_sketch_dim=250, n_random_features=2000,
-                 embedding_dtype="float64", messages="gram", center=False, chunk_size=4096,
-                 backend="local", client=None, retry_lost=False, timeout=None,
+                 landmarks=None, n_leverage=None, embedding_dim=50, row_sketch_dim=250,
+                 n_random_features=2000, embedding_dtype="float64", messages="gram",
+                 center=True, fit_inverse_transform=False, alpha=1.0, chunk_size=4096,
+                 backend="local", client=None, retry_lost=False, timeout=None, verbose=0,
                  random_state=None):
         self.n_components = n_components
         self.kernel = kernel
@@ -138,6 +230,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.partition = partition
         self.method = method
         self.n_landmarks = n_landmarks
+        self.landmarks = landmarks
         self.n_leverage = n_leverage
         self.embedding_dim = embedding_dim
         self.row_sketch_dim = row_sketch_dim
@@ -145,11 +238,14 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.embedding_dtype = embedding_dtype
         self.messages = messages
         self.center = center
+        self.fit_inverse_transform = fit_inverse_transform
+        self.alpha = alpha
         self.chunk_size = chunk_size
         self.backend = backend
         self.client = client
         self.retry_lost = retry_lost
         self.timeout = timeout
+        self.verbose = verbose
         self.random_state = random_state
 
     def fit(self, X, y=None):
@@ -163,33 +259,105 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         y : array, optional
             Labels, used only by ``partition='label'``.
         """
-        if self.method not in METHODS:
-            raise ValueError(f"Unknown method {self.method!r}; choose one of {list(METHODS)}.")
-        if self.kernel not in KERNELS:
-            raise ValueError(f"Unknown kernel {self.kernel!r}; choose one of {KERNELS}.")
-        if self.embedding_dtype not in ("float64", "float32"):
-            raise ValueError("embedding_dtype must be 'float64' or 'float32', got "
-                             f"{self.embedding_dtype!r}.")
+        self._check_params()
+        with verbosity(self.verbose):
+            return self._fit(X, y)
+
+    def _fit(self, X, y):
+        start = time.perf_counter()
         rng = as_generator(self.random_state)
-        cluster = self._make_cluster(X, y, rng)
+        cluster, info = self._make_cluster(X, y, rng)
+        desc = f"{type(self).__name__}({self.method})"
         try:
             self.kernel_ = self._make_kernel(self.n_features_in_)
-            self.model_ = METHODS[self.method](
-                cluster, self.kernel_, n_components=self.n_components,
-                n_landmarks=self.n_landmarks, n_leverage=self.n_leverage,
-                embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
-                n_random_features=self.n_random_features, messages=self.messages,
-                center=self.center, chunk_size=self.chunk_size, random_state=rng,
-                embedding_dtype=self.embedding_dtype)
+            with track_rounds(cluster, LOGGER, desc, self.verbose):
+                self.model_ = self._run_method(cluster, rng)
         finally:
             cluster.close()
         self.communication_ = cluster.ledger
         self.eigenvalues_ = self.model_.eigenvalues
+        self.explained_variance_ratio_ = _energy_shares(self.eigenvalues_, self.model_.trace)
         if hasattr(self.model_, "landmarks"):
             self.landmarks_ = self.model_.landmarks
             self.dual_coef_ = self.model_.coef
+        for name in ("X_transformed_fit_", "inverse_dual_coef_"):  # from an earlier fit
+            self.__dict__.pop(name, None)
+        if self.fit_inverse_transform:
+            self._fit_inverse_transform()
         self._n_features_out = self.model_.n_components
+        LOGGER.info("%s: %d samples over %d workers, %s fit words, %.2f s", desc,
+                    info.n_samples, info.n_workers,
+                    f"{self.communication_.total_words('fit'):,}", time.perf_counter() - start)
         return self
+
+    def _check_params(self) -> None:
+        """Parameter errors that need no data: raised before any work starts."""
+        if self.method not in METHODS:
+            raise ValueError(f"Unknown method {self.method!r}; choose one of {list(METHODS)}.")
+        name = kernel_name(self.kernel)
+        uses_landmarks = self.landmarks is not None
+        if uses_landmarks and self.method not in LANDMARK_METHODS:
+            raise ValueError(
+                f"method={self.method!r} takes no landmarks; landmarks= works with the "
+                f"methods {_quoted(LANDMARK_METHODS)}."
+            )
+        needs_map = self.method in FEATURE_MAP_METHODS and not (
+            uses_landmarks and self.method == "diskpca")
+        if needs_map and name not in KERNELS:
+            kernel = "a callable kernel" if name == "callable" else f"kernel={self.kernel!r}"
+            raise ValueError(
+                f"method={self.method!r} needs a random feature map of the kernel, which "
+                f"{kernel} does not have (only {_quoted(KERNELS)} do). Use one of the "
+                f"methods that evaluate the kernel directly: {_quoted(DIRECT_KERNEL_METHODS)}."
+            )
+        if (name == "callable" and self.backend == "dask" and not is_importable(self.kernel)
+                and self.method not in ("uniform_batch", "exact")):
+            raise ValueError(
+                f"method={self.method!r} evaluates the kernel on the Dask workers, which "
+                "receive a callable kernel by its import path (module:qualname); this one "
+                "(a lambda, a local function or one of __main__) has none. Define it at "
+                "module level in a module the workers can import, use backend='local', or "
+                "method='uniform_batch' or 'exact' (the kernel runs at the master only)."
+            )
+        if self.embedding_dtype not in ("float64", "float32"):
+            raise ValueError("embedding_dtype must be 'float64' or 'float32', got "
+                             f"{self.embedding_dtype!r}.")
+        if self.fit_inverse_transform:
+            if self.method not in INVERSE_METHODS:
+                raise ValueError(
+                    f"fit_inverse_transform=True learns the pre-image map from the "
+                    f"landmarks and their scores; method={self.method!r} has no landmarks. "
+                    f"Use one of {_quoted(INVERSE_METHODS)}."
+                )
+            if name in ("chi2", "additive_chi2"):
+                raise ValueError(
+                    f"fit_inverse_transform=True evaluates the kernel on the scores, which "
+                    f"can be negative; the {name} kernel takes non-negative inputs only."
+                )
+            if not (isinstance(self.alpha, (int, float, np.number)) and np.isfinite(self.alpha)
+                    and self.alpha >= 0):
+                raise ValueError(f"alpha must be a finite number >= 0, got {self.alpha!r}.")
+
+    def _run_method(self, cluster, rng):
+        """The method's master function on the cluster (disLR/batch on Y with ``landmarks``)."""
+        common = {"n_components": self.n_components, "messages": self.messages,
+                  "center": bool(self.center), "chunk_size": self.chunk_size,
+                  "random_state": rng}
+        if self.landmarks is not None:
+            run = landmark_batch if self.method == "uniform_batch" else landmark_dislr
+            return run(cluster, self.kernel_, self.landmarks, **common)
+        return METHODS[self.method](
+            cluster, self.kernel_, n_landmarks=self.n_landmarks, n_leverage=self.n_leverage,
+            embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
+            n_random_features=self.n_random_features, embedding_dtype=self.embedding_dtype,
+            **common)
+
+    def _fit_inverse_transform(self) -> None:
+        """The pre-image map from the landmarks and their scores (no communication)."""
+        Y = self.model_.landmarks
+        self.X_transformed_fit_ = self.model_.transform(Y, chunk_size=self.chunk_size)
+        self.inverse_dual_coef_ = fit_preimage(self.kernel_, self.X_transformed_fit_, Y,
+                                               self.alpha, self.chunk_size)
 
     def transform(self, X):
         """Project ``X`` on the components: shape (n_samples, n_components)."""
@@ -197,6 +365,39 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         X = validate_data(self, X, accept_sparse="csr", reset=False,
                           dtype=[np.float64, np.float32])
         return self.model_.transform(X, chunk_size=self.chunk_size)
+
+    def inverse_transform(self, X):
+        """Map scores back to input space with the learnt pre-image map.
+
+        As scikit-learn's ``KernelPCA.inverse_transform``: ``k(X, S) @ B`` with
+        ``S`` the landmarks' scores and ``B`` the kernel ridge coefficients
+        (``fit_inverse_transform=True``). As in scikit-learn, the map regresses
+        the (uncentred) landmarks on their scores with the model's kernel and no
+        intercept: with the linear kernel it cannot reconstruct the data's mean
+        (use scikit-learn's ``PCA`` there).
+
+        Parameters
+        ----------
+        X : array of shape (n_samples, n_components)
+            Scores, e.g. from ``transform``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features)
+        """
+        check_is_fitted(self)
+        if not hasattr(self, "inverse_dual_coef_"):
+            raise NotFittedError(
+                "The fit_inverse_transform parameter was not set to True when fitting, "
+                "so the inverse transform is not available."
+            )
+        Z = check_array(X, dtype=np.float64)
+        k = self.X_transformed_fit_.shape[1]
+        if Z.shape[1] != k:
+            raise ValueError(f"X has {Z.shape[1]} columns; inverse_transform takes the "
+                             f"scores of the {k} components.")
+        return apply_preimage(self.kernel_, self.X_transformed_fit_, self.inverse_dual_coef_,
+                              Z, self.chunk_size)
 
     def approximation_error(self, X, reference: bool | None = None) -> dict:
         """Low-rank approximation error of the fit on ``X``, through the runtime.
@@ -236,15 +437,18 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         return result
 
     def _make_kernel(self, n_features):
+        name = kernel_name(self.kernel)
+        if name == "callable":
+            return make_kernel(self.kernel)
         degree = self.degree
         if degree is None:
-            degree = 2 if self.kernel == "arccos" else 3
-        if self.kernel == "arccos":
+            degree = 2 if name == "arccos" else 3
+        if name == "arccos":
             return make_kernel("arccos", order=degree)
-        return make_kernel(self.kernel, gamma=self.gamma, degree=degree, coef0=self.coef0,
+        return make_kernel(name, gamma=self.gamma, degree=degree, coef0=self.coef0,
                            n_features=n_features)
 
-    def _make_cluster(self, X, y, rng) -> Cluster:
+    def _make_cluster(self, X, y, rng):
         def split_rows(n_samples):
             n_workers = self.n_workers
             if n_workers > n_samples:
@@ -254,10 +458,14 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             return make_partition(n_samples, n_workers, self.partition, labels=y,
                                   random_state=rng)
 
-        return estimator_cluster(self, X, split_rows, min_samples=2)[0]
+        return estimator_cluster(self, X, split_rows, min_samples=2)[:2]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        # CSR input, except for the Laplacian kernel (its L1 distances would densify).
-        tags.input_tags.sparse = Kernel(name=self.kernel).accepts_sparse
+        # CSR input, except for the kernels that need dense rows (Laplacian, chi2).
+        try:
+            name = kernel_name(self.kernel)
+        except ValueError:  # an unknown kernel: fit says so
+            name = "rbf"
+        tags.input_tags.sparse = Kernel(name=name).accepts_sparse
         return tags

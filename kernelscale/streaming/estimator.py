@@ -8,6 +8,8 @@ loadable with ``np.load(allow_pickle=False)`` by :func:`load_streaming_model`.
 from __future__ import annotations
 
 import json
+import math
+import time
 import warnings
 from numbers import Integral
 
@@ -16,11 +18,13 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from kernelscale.linalg import as_generator
+from kernelscale.progress import get_logger, progress_bar, verbosity
 from kernelscale.streaming.baselines import RNCA, StreamingNystrom
 from kernelscale.streaming.skpca import SKPCA, StreamingMethod, check_positive_int
 
 MODEL_TYPE = "streaming_kpca"
 METHODS = {"skpca": SKPCA, "rnca": RNCA, "nystrom": StreamingNystrom}
+LOGGER = get_logger("streaming")
 
 
 def build_method(
@@ -82,6 +86,10 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         directions, about ``l/2`` times slower).
     batch_size : int, default=1024
         Rows per mini-batch in ``fit``.
+    verbose : int, default=0
+        0: silent. 1: a tqdm progress bar over ``fit``'s batches on stderr and one
+        INFO line per fit on the ``kernelscale.streaming`` logger. 2: a DEBUG line
+        per ``partial_fit`` batch too. See :mod:`kernelscale.progress`.
     random_state : int, Generator or None, default=None
         Seeds the random features and the reservoir sampler.
 
@@ -142,6 +150,7 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         method: str = "skpca",
         shrink: str = "modified",
         batch_size: int = 1024,
+        verbose: int = 0,
         random_state=None,
     ):
         self.n_components = n_components
@@ -153,6 +162,7 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         self.method = method
         self.shrink = shrink
         self.batch_size = batch_size
+        self.verbose = verbose
         self.random_state = random_state
 
     def _validate_params_for(self, n_features: int) -> None:
@@ -200,6 +210,8 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             self._start(X.shape[1])
         self.sketcher_.partial_fit(X)
         self._update_counts()
+        LOGGER.debug("%s(%s): batch of %d points; %d seen", type(self).__name__, self.method,
+                     X.shape[0], self.n_samples_seen_)
         return self
 
     def fit(self, X, y=None) -> StreamingKernelPCA:
@@ -211,10 +223,20 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         X = validate_data(self, X, reset=True, accept_sparse="csr",
                           dtype=[np.float64, np.float32])
         self._start(X.shape[1])
-        for start in range(0, X.shape[0], self.batch_size):
-            self.sketcher_.partial_fit(X[start : start + self.batch_size])
-        self._update_counts()
-        self._eigen()
+        desc = f"{type(self).__name__}({self.method})"
+        with verbosity(self.verbose):
+            began = time.perf_counter()
+            batches = range(0, X.shape[0], self.batch_size)
+            with progress_bar(self.verbose, total=math.ceil(X.shape[0] / self.batch_size),
+                              desc=desc, unit="batch") as bar:
+                for start in batches:
+                    self.sketcher_.partial_fit(X[start : start + self.batch_size])
+                    bar.update()
+            self._update_counts()
+            self._eigen()
+            LOGGER.info("%s: %d points in %d batches, %s words of space, %.2f s", desc,
+                        X.shape[0], len(batches), f"{self.space_words_:,}",
+                        time.perf_counter() - began)
         return self
 
     def _update_counts(self) -> None:

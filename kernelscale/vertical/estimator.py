@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import functools
+import time
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from kernelscale.kernels import DEFAULT_CHUNK_SIZE, make_kernel
+from kernelscale.kernels import DEFAULT_CHUNK_SIZE, kernel_name, make_kernel
 from kernelscale.partition import feature_block_partition
+from kernelscale.progress import get_logger, track_rounds, verbosity
 from kernelscale.runtime import Ledger, make_cluster
 from kernelscale.runtime.build import dask_options, is_loader, is_loader_list
 from kernelscale.vertical.oneshot import VERTICAL_KERNELS, one_shot_kpca, validate_vertical
 from kernelscale.vertical.projection import vertical_transform
+
+LOGGER = get_logger("vertical")
 
 
 def _is_block_list(X) -> bool:
@@ -50,10 +54,11 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     Each party (a worker of the in-process runtime) sends the top
     ``n_local_components`` eigenpairs of its local kernel matrix, once; the fusion
     centre rebuilds the global kernel (sum for ``linear``, Hadamard product for
-    ``rbf`` and ``laplacian``, elementwise power of the fused linear kernel for
-    ``poly``) and keeps its top ``n_components`` eigenvectors. New samples are
-    projected by a distributed computation (eq. (9), (10) of 002) in which the
-    parties send partial inner products or partial distances, never their features.
+    ``rbf``, ``laplacian`` and ``chi2``, elementwise power (tanh) of the fused
+    linear kernel for ``poly`` (``sigmoid``)) and keeps its top ``n_components``
+    eigenvectors. New samples are projected by a distributed computation (eq. (9),
+    (10) of 002) in which the parties send partial inner products or partial
+    distances, never their features.
 
     Parameters
     ----------
@@ -64,16 +69,20 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         ``n_components + 1`` with ``center=True`` (centring removes the leading,
         nearly constant direction of the fused kernel, so ``D > n_components`` is
         needed), ``n_components`` otherwise.
-    kernel : {'rbf', 'linear', 'laplacian', 'poly'}, default='rbf'
+    kernel : {'rbf', 'linear', 'laplacian', 'poly', 'sigmoid', 'chi2'}, default='rbf'
         scikit-learn conventions: ``rbf`` is ``exp(-gamma ||x - y||^2)``. Paper 002's
-        code uses ``exp(-||x - y||^2 / sigma^2)``: take ``gamma = 1 / sigma^2``.
+        code uses ``exp(-||x - y||^2 / sigma^2)``: take ``gamma = 1 / sigma^2``. The
+        kernels that split over feature blocks (a product of the parties' kernels,
+        or a function of the summed inner products); 'polynomial' is an alias of
+        'poly'. Other kernels (cosine, additive_chi2, callables) do not split and
+        raise an error naming these.
     gamma : float or None, default=None
         Kernel scale, the same on every party; ``None`` means ``1 / n_features``
         (all features, over all parties).
     degree : int, default=3
         Degree of ``poly``.
     coef0 : float, default=1.0
-        Constant term of ``poly``.
+        Constant term of ``poly``; offset of ``sigmoid``.
     center : bool, default=True
         Centre the fused kernel (after fusion), as kernel PCA does.
     feature_blocks : int, list of int, list of index arrays, or None, default=None
@@ -92,6 +101,11 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         instead of raising ``WorkerError``.
     timeout : float, optional
         Dask only: seconds a round may take before it fails (default 600).
+    verbose : int, default=0
+        0: silent. 1: a tqdm progress bar over the protocol's rounds (fit, and
+        the projection rounds of ``transform``) on stderr, and one INFO line per
+        fit on the ``kernelscale.vertical`` logger. 2: a DEBUG line per round too.
+        See :mod:`kernelscale.progress`.
     random_state : int, Generator or None, default=None
         Unused by the one-shot algorithm (it is deterministic); kept for the API.
 
@@ -153,6 +167,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         client=None,
         retry_lost=False,
         timeout=None,
+        verbose=0,
         random_state=None,
     ):
         self.n_components = n_components
@@ -168,13 +183,20 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.client = client
         self.retry_lost = retry_lost
         self.timeout = timeout
+        self.verbose = verbose
         self.random_state = random_state
 
     def fit(self, X, y=None):
         """Fit on ``X`` (split by ``feature_blocks``) or on the parties' blocks or loaders."""
-        if self.kernel not in VERTICAL_KERNELS:
+        with verbosity(self.verbose):
+            return self._fit(X)
+
+    def _fit(self, X):
+        if kernel_name(self.kernel) not in VERTICAL_KERNELS:  # raises on unknown names
+            what = "A callable kernel" if callable(self.kernel) else f"Kernel {self.kernel!r}"
             raise ValueError(
-                f"Unknown kernel {self.kernel!r}; choose one of {', '.join(VERTICAL_KERNELS)}."
+                f"{what} does not split over feature blocks; the vertical setting takes "
+                f"{', '.join(VERTICAL_KERNELS)}."
             )
         if is_loader_list(X):
             return self._fit_loaders(list(X))
@@ -213,6 +235,8 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
     def _fit_cluster(self, cluster, n_samples, fit_blocks):
         """Run the one-shot protocol on the parties' cluster (closed afterwards)."""
+        start = time.perf_counter()
+        desc = f"{type(self).__name__}({self.kernel})"
         try:
             if n_samples < 2:
                 raise ValueError(f"n_samples={n_samples}: kernel PCA needs at least 2 samples.")
@@ -223,20 +247,21 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                     f"[1, n_samples={n_samples}]."
                 )
             kernel = make_kernel(
-                self.kernel,
+                kernel_name(self.kernel),
                 gamma=self.gamma,
                 degree=self.degree,
                 coef0=self.coef0,
                 n_features=self.n_features_in_,
             )
-            self.model_ = one_shot_kpca(
-                cluster,
-                kernel,
-                int(self.n_components),
-                n_local_components=self.n_local_components,
-                center=bool(self.center),
-                chunk_size=int(self.chunk_size),
-            )
+            with track_rounds(cluster, LOGGER, desc, self.verbose):
+                self.model_ = one_shot_kpca(
+                    cluster,
+                    kernel,
+                    int(self.n_components),
+                    n_local_components=self.n_local_components,
+                    center=bool(self.center),
+                    chunk_size=int(self.chunk_size),
+                )
         finally:
             cluster.close()
         self.X_fit_blocks_ = fit_blocks
@@ -244,6 +269,9 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.eigenvalues_ = self.model_.eigenvalues
         self.eigenvectors_ = self.model_.eigenvectors
         self._n_features_out = int(self.n_components)
+        LOGGER.info("%s: %d samples over %d parties, %s fit words, %.2f s", desc, n_samples,
+                    cluster.n_workers, f"{self.communication_.total_words('fit'):,}",
+                    time.perf_counter() - start)
         return self
 
     def distributed_transform(self, X) -> tuple[np.ndarray, Ledger]:
@@ -277,8 +305,10 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         else:
             parties = [stack_rows(train, new) for train, new in pairs]
         cluster = self._make_cluster(parties)
+        desc = f"{type(self).__name__}.transform"
         try:
-            Z = vertical_transform(cluster, self.model_, chunk_size=int(self.chunk_size))
+            with verbosity(self.verbose), track_rounds(cluster, LOGGER, desc, self.verbose):
+                Z = vertical_transform(cluster, self.model_, chunk_size=int(self.chunk_size))
         finally:
             cluster.close()
         return Z, cluster.ledger

@@ -11,6 +11,9 @@ global kernel from the local rank-``D`` approximations ``K_j ~ V_j diag(l_j) V_j
 * ``poly``               ``K = (gamma * sum_j L_j + coef0) ** degree``, with ``L_j`` the
   parties' *linear* kernels (beyond the paper: the fused linear kernel, then the
   elementwise power at the centre),
+* ``sigmoid``            ``K = tanh(gamma * sum_j L_j + coef0)``, the same linear fusion,
+* ``chi2``               ``K = K_1 o ... o K_J`` (Hadamard): scikit-learn's
+  ``exp(-gamma sum_f (x_f - y_f)^2 / (x_f + y_f))`` is a product over feature blocks,
 
 optionally centres it (``H K_hat H`` after fusion) and returns its top
 ``n_components`` eigenpairs. No input row ever leaves a party.
@@ -49,7 +52,11 @@ from kernelscale.runtime import Cluster, Tagged
 from kernelscale.runtime.steps import worker_step
 from kernelscale.runtime.validation import as_float_matrix, count_nonfinite
 
-VERTICAL_KERNELS = ("linear", "rbf", "laplacian", "poly")
+VERTICAL_KERNELS = ("linear", "rbf", "laplacian", "poly", "sigmoid", "chi2")
+#: Kernels fused as the Hadamard product of the parties' own kernels.
+PRODUCT_KERNELS = ("rbf", "laplacian", "chi2")
+#: Kernels that are a function of the fused linear kernel (each party evaluates <x_j, y_j>).
+LINEAR_FUSION_KERNELS = ("poly", "sigmoid")
 
 
 @dataclass(frozen=True)
@@ -144,7 +151,7 @@ class VerticalKPCAModel:
 
 
 def check_vertical_kernel(kernel: Kernel) -> Kernel:
-    """The kernels that split over feature blocks: linear, rbf, laplacian, poly."""
+    """The kernels that split over feature blocks: ``VERTICAL_KERNELS``."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kernel must be a kernelscale Kernel, got {type(kernel).__name__}.")
     if kernel.name not in VERTICAL_KERNELS:
@@ -200,8 +207,8 @@ def validate_vertical(cluster: Cluster) -> VerticalInfo:
 
 
 def kernel_on_party(kernel: Kernel) -> Kernel:
-    """The kernel each party evaluates on its block (the linear one for ``poly``)."""
-    return make_kernel("linear") if kernel.name == "poly" else kernel
+    """The kernel each party evaluates on its block (the linear one for ``poly``, ``sigmoid``)."""
+    return make_kernel("linear") if kernel.name in LINEAR_FUSION_KERNELS else kernel
 
 
 # ----------------------------------------------------------------------------- worker steps
@@ -223,8 +230,8 @@ def fuse_local_kernels(eigenpairs, kernel: Kernel) -> np.ndarray:
     """Step 2 (Algorithm 1 of 002): ``K_hat`` from the parties' ``(eigenvalues, eigenvectors)``.
 
     Sum of the local approximations for ``linear`` (eq. (5)), their Hadamard product
-    for ``rbf`` and ``laplacian`` (eq. (8)), and the elementwise power of the fused
-    linear kernel for ``poly``.
+    for ``rbf``, ``laplacian`` and ``chi2`` (eq. (8)), and the elementwise power (the
+    tanh) of the fused linear kernel for ``poly`` (``sigmoid``).
     """
     fused = None
     for eigenvalues, eigenvectors in eigenpairs:
@@ -232,12 +239,14 @@ def fuse_local_kernels(eigenpairs, kernel: Kernel) -> np.ndarray:
         local = (local + local.T) / 2.0
         if fused is None:
             fused = local
-        elif kernel.name in ("rbf", "laplacian"):
+        elif kernel.name in PRODUCT_KERNELS:
             fused *= local
         else:
             fused += local
     if kernel.name == "poly":
         fused = (kernel.gamma * fused + kernel.coef0) ** kernel.degree
+    elif kernel.name == "sigmoid":
+        fused = np.tanh(kernel.gamma * fused + kernel.coef0)
     return fused
 
 
@@ -264,8 +273,8 @@ def one_shot_kpca(
         One worker per party; party ``j`` holds its ``n x d_j`` block of the same
         ``n`` samples.
     kernel : Kernel
-        ``linear``, ``rbf``, ``laplacian`` or ``poly`` (scikit-learn conventions; for
-        the paper's code ``exp(-||x - y||^2 / sigma^2)`` use ``gamma = 1 / sigma^2``).
+        One of ``VERTICAL_KERNELS`` (scikit-learn conventions; for the paper's code
+        ``exp(-||x - y||^2 / sigma^2)`` use ``gamma = 1 / sigma^2``).
     n_components : int
         Number of principal components returned.
     n_local_components : int, optional
@@ -301,7 +310,7 @@ def one_shot_kpca(
         )
     if (
         center
-        and kernel.name in ("rbf", "laplacian")
+        and kernel.name in PRODUCT_KERNELS
         and n_components >= n_local_components
         and n_local_components < n
     ):
@@ -315,8 +324,8 @@ def one_shot_kpca(
             UserWarning,
             stacklevel=2,
         )
-    if kernel.name == "laplacian" and info.is_sparse:
-        raise ValueError("The laplacian kernel needs dense blocks; convert with .toarray().")
+    if not kernel.accepts_sparse and info.is_sparse:
+        raise ValueError(f"The {kernel.name} kernel needs dense blocks; convert with .toarray().")
 
     # Step 1: each party sends the top-D eigenpairs of its local kernel (Algorithm 1 of 002).
     replies = cluster.broadcast_map(

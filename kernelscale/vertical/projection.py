@@ -11,8 +11,11 @@ scikit-learn's ``KernelPCA.transform``):
 * ``rbf`` (eq. (10)) and ``laplacian``: party ``j`` sends its partial squared
   (respectively L1) distances ``||x_ij - y_j||`` to the ``n`` training samples, ``n``
   words per sample; the centre adds them and applies ``exp(-gamma .)``.
-* ``poly``: party ``j`` sends its partial inner products, the centre adds them and
-  applies ``(gamma . + coef0) ** degree``.
+* ``poly``, ``sigmoid``: party ``j`` sends its partial inner products, the centre adds
+  them and applies ``(gamma . + coef0) ** degree`` (``tanh(gamma . + coef0)``).
+* ``chi2``: party ``j`` sends its partial additive chi2 sums
+  ``-sum_f (x_f - y_f)^2 / (x_f + y_f)`` over its features, the centre adds them and
+  applies ``exp(gamma .)``.
 
 Runtime shape: the projection runs on a cluster whose party ``j`` holds its
 features of the training samples (rows ``0 .. n-1``) followed by its features of
@@ -26,7 +29,11 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
+from sklearn.metrics.pairwise import (
+    additive_chi2_kernel,
+    euclidean_distances,
+    manhattan_distances,
+)
 
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE
 from kernelscale.runtime import Cluster
@@ -54,11 +61,25 @@ def partial_kernel_statistic(state, n_fit: int, start: int, stop: int, statistic
         return euclidean_distances(new, train, squared=True)
     if statistic == "manhattan":
         return manhattan_distances(new, train)
+    if statistic == "additive_chi2":
+        return additive_chi2_kernel(new, train)
     inner = new @ train.T
     return inner.toarray() if sp.issparse(inner) else np.asarray(inner)
 
 
-STATISTIC = {"rbf": "sq_euclidean", "laplacian": "manhattan", "poly": "inner"}
+STATISTIC = {"rbf": "sq_euclidean", "laplacian": "manhattan", "poly": "inner",
+             "sigmoid": "inner", "chi2": "additive_chi2"}
+
+
+def kernel_rows(kernel, total: np.ndarray) -> np.ndarray:
+    """The kernel rows from the summed partial statistics (eq. (10) of 002 and its kin)."""
+    if kernel.name == "poly":
+        return (kernel.gamma * total + kernel.coef0) ** kernel.degree
+    if kernel.name == "sigmoid":
+        return np.tanh(kernel.gamma * total + kernel.coef0)
+    if kernel.name == "chi2":
+        return np.exp(kernel.gamma * total)
+    return np.exp(-kernel.gamma * total)
 
 
 def vertical_transform(
@@ -121,13 +142,10 @@ def vertical_transform(
                 start,
                 stop,
                 STATISTIC[kernel.name],
-                round="partial distances" if kernel.name != "poly" else "partial inner products",
+                round=("partial inner products" if STATISTIC[kernel.name] == "inner"
+                       else "partial distances"),
                 kind="scalars",
                 reduce="sum",
             )
-            if kernel.name == "poly":
-                rows = (kernel.gamma * total + kernel.coef0) ** kernel.degree
-            else:
-                rows = np.exp(-kernel.gamma * total)
-            out[start:stop] = model.project_kernel_rows(rows)
+            out[start:stop] = model.project_kernel_rows(kernel_rows(kernel, total))
         return out
