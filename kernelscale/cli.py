@@ -115,7 +115,7 @@ def _make_estimator(args, X, method="diskpca", messages=None, verbose=0):
         n_landmarks=args.landmarks, messages=messages or args.messages, center=args.center,
         embedding_dtype=args.embedding_dtype,
         random_state=args.seed, backend="local" if args.client is None else "dask",
-        client=args.client, timeout=args.timeout, verbose=verbose)
+        client=args.client, timeout=args.timeout, n_jobs=args.jobs, verbose=verbose)
 
 
 def run_demo(args) -> int:

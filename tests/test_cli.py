@@ -244,3 +244,26 @@ def test_fit_with_float32_embedding(data_npy, tmp_path, capsys):
     capsys.readouterr()
     np.testing.assert_allclose(np.load(out), load_model(model).transform(np.load(data_npy)),
                                rtol=1e-12, atol=1e-12)
+
+
+def test_jobs_defaults_to_every_core_and_reaches_the_estimator(monkeypatch, tmp_path):
+    from kernelscale import DistributedKernelPCA
+    from kernelscale.cli import build_parser
+
+    for command in (["fit", "--data", "x.npy", "--out", "m.npz"], ["demo"],
+                    ["vertical", "--data", "x.npy"]):
+        assert build_parser().parse_args(command).jobs == -1
+    seen = []
+    original = DistributedKernelPCA.fit
+
+    def spy(self, X, y=None):
+        seen.append(self.n_jobs)
+        return original(self, X, y)
+
+    monkeypatch.setattr(DistributedKernelPCA, "fit", spy)
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).standard_normal((60, 4)))
+    for jobs in (["--jobs", "1"], []):
+        assert main(["fit", "--data", str(tmp_path / "X.npy"), "--out", str(tmp_path / "m.npz"),
+                     "--n-components", "2", "--landmarks", "20", "--gamma", "0.1", "--quiet",
+                     *jobs]) == 0
+    assert seen == [1, -1]

@@ -88,3 +88,33 @@ def test_vertical_one_shot_does_not_depend_on_n_jobs(parts):
     for model, cluster in others:
         np.testing.assert_array_equal(model.eigenvectors, reference.eigenvectors)
         assert cluster.ledger == ref_cluster.ledger
+
+
+ESTIMATORS = [
+    ("DistributedKernelPCA", dict(n_components=4, n_landmarks=40, random_state=0)),
+    ("DistributedKernelPCA", dict(n_components=4, method="random_features",
+                                  n_random_features=200, random_state=0)),
+    ("FederatedKernelKMeans", dict(n_clusters=4, max_iter=3, random_state=0)),
+    ("DistributedSpectralClustering", dict(n_clusters=4, n_landmarks=40, random_state=0)),
+    ("VerticalKernelPCA", dict(n_components=3, n_local_components=8, feature_blocks=3)),
+]
+
+
+@pytest.mark.parametrize("name, params", ESTIMATORS)
+def test_estimators_give_the_same_fit_for_any_n_jobs(parts, name, params):
+    import kernelscale
+
+    X = np.vstack(parts)[:300]
+    fits = [getattr(kernelscale, name)(n_jobs=n_jobs, **params).fit(X) for n_jobs in (None, 2)]
+    if hasattr(fits[0], "transform"):
+        np.testing.assert_array_equal(fits[0].transform(X[:50]), fits[1].transform(X[:50]))
+    else:
+        np.testing.assert_array_equal(fits[0].labels_, fits[1].labels_)
+    assert fits[0].communication_ == fits[1].communication_
+
+
+def test_a_bad_n_jobs_is_refused_before_any_work():
+    from kernelscale import DistributedKernelPCA
+
+    with pytest.raises(ValueError, match="n_jobs must be a non-zero integer"):
+        DistributedKernelPCA(n_jobs=0).fit(np.ones((10, 3)))

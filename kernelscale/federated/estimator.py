@@ -128,6 +128,10 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         raising ``WorkerError``.
     timeout : float, optional
         Dask only: seconds a round may take before it fails (default 600).
+    n_jobs : int or None, default=None
+        In-process only: threads for the workers' steps and their row chunks,
+        with scikit-learn's meaning (``None``: 1, ``-1``: every core). The
+        model and the ledger do not depend on it.
     verbose : int, default=0
         0: silent. 1: a tqdm progress bar over the protocol's rounds on stderr and
         one INFO line per fit on the ``kernelscale.federated`` logger. 2: a DEBUG
@@ -167,7 +171,8 @@ class FederatedKernelKMeans(_EmbeddingClustering):
     def __init__(self, n_clusters=8, *, n_eigenvectors=None, n_random_features=50, max_iter=20,
                  coreset_size=1000, n_refine=10, gamma=None, n_workers=5, partition="uniform",
                  dropout=0.0, chunk_size=4096, backend="local", client=None,
-                 retry_lost=False, timeout=None, verbose=0, random_state=None):
+                 retry_lost=False, timeout=None, n_jobs=None, verbose=0,
+                 random_state=None):
         self.n_clusters = n_clusters
         self.n_eigenvectors = n_eigenvectors
         self.n_random_features = n_random_features
@@ -183,6 +188,7 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         self.client = client
         self.retry_lost = retry_lost
         self.timeout = timeout
+        self.n_jobs = n_jobs
         self.verbose = verbose
         self.random_state = random_state
 
@@ -261,6 +267,10 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         raising ``WorkerError``.
     timeout : float, optional
         Dask only: seconds a round may take before it fails (default 600).
+    n_jobs : int or None, default=None
+        In-process only: threads for the workers' steps and their row chunks,
+        with scikit-learn's meaning (``None``: 1, ``-1``: every core). The
+        model and the ledger do not depend on it.
     verbose : int, default=0
         As in :class:`FederatedKernelKMeans`.
     random_state : int, RandomState, Generator or None
@@ -281,8 +291,8 @@ class DistributedSpectralClustering(_EmbeddingClustering):
                  degree=None, coef0=1.0, n_landmarks=400, n_leverage=None, embedding_dim=50,
                  row_sketch_dim=250, n_random_features=2000, messages="gram",
                  coreset_size=1000, n_refine=10, n_workers=5, partition="power_law",
-                 backend="local", client=None, retry_lost=False, timeout=None, verbose=0,
-                 random_state=None):
+                 backend="local", client=None, retry_lost=False, timeout=None, n_jobs=None,
+                 verbose=0, random_state=None):
         self.n_clusters = n_clusters
         self.n_components = n_components
         self.kernel = kernel
@@ -303,6 +313,7 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         self.client = client
         self.retry_lost = retry_lost
         self.timeout = timeout
+        self.n_jobs = n_jobs
         self.verbose = verbose
         self.random_state = random_state
 

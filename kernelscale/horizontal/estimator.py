@@ -172,6 +172,10 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     timeout : float, optional
         Dask only: seconds a round may take before it fails with a
         ``WorkerError`` (default: the runtime's 600 s).
+    n_jobs : int or None, default=None
+        In-process only: threads for the workers' steps and their row chunks,
+        with scikit-learn's meaning (``None``: 1, ``-1``: every core). The
+        model and the ledger do not depend on it.
     verbose : int, default=0
         0: silent. 1: a tqdm progress bar over the protocol's rounds on stderr
         and one INFO line per fit on the ``kernelscale.horizontal`` logger. 2: a
@@ -219,8 +223,8 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                  landmarks=None, n_leverage=None, embedding_dim=50, row_sketch_dim=250,
                  n_random_features=2000, embedding_dtype="float64", messages="gram",
                  center=True, fit_inverse_transform=False, alpha=1.0, chunk_size=4096,
-                 backend="local", client=None, retry_lost=False, timeout=None, verbose=0,
-                 random_state=None):
+                 backend="local", client=None, retry_lost=False, timeout=None, n_jobs=None,
+                 verbose=0, random_state=None):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
@@ -245,6 +249,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.client = client
         self.retry_lost = retry_lost
         self.timeout = timeout
+        self.n_jobs = n_jobs
         self.verbose = verbose
         self.random_state = random_state
 
@@ -426,7 +431,8 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         if len(parts) == 1:
             k = min(self.n_workers, n)
             parts = split(X_all, make_partition(n, k, "uniform", random_state=0))
-        result = distributed_error(LocalCluster(parts), self.model_, center_norm_sq,
+        result = distributed_error(LocalCluster(parts, n_jobs=self.n_jobs), self.model_,
+                                   center_norm_sq,
                                    self.chunk_size)
         if reference:
             ref = exact_kpca_reference(X_all, self.kernel_, self.model_.n_components,

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from kernelscale.runtime.cluster import Cluster, LocalCluster
+from kernelscale.runtime.cluster import Cluster, LocalCluster, effective_n_jobs
 from kernelscale.runtime.validation import PartitionInfo, validate_cluster
 
 BACKENDS = ("local", "dask")
@@ -73,6 +73,7 @@ def make_cluster(
     workers: Sequence[str] | None = None,
     timeout: float = 600.0,
     retry_lost: bool = False,
+    n_jobs: int | None = None,
 ) -> Cluster:
     """A cluster whose workers hold the partitions of ``data``.
 
@@ -90,6 +91,9 @@ def make_cluster(
         Required with ``backend="dask"`` (see :func:`dask_client`).
     workers, timeout, retry_lost
         Options of :class:`~kernelscale.runtime.dask.DaskCluster` (Dask only).
+    n_jobs : int or None
+        Threads of the in-process :class:`~kernelscale.runtime.LocalCluster`
+        (ignored on Dask, where each worker runs its own steps).
 
     Returns
     -------
@@ -113,7 +117,8 @@ def make_cluster(
         )
     if is_dask_array(data):
         if backend == "local":
-            return LocalCluster([c.compute(scheduler="sync") for c in _row_chunks(data)])
+            return LocalCluster([c.compute(scheduler="sync") for c in _row_chunks(data)],
+                                n_jobs=n_jobs)
         from kernelscale.runtime.dask import DaskCluster
 
         return DaskCluster.from_dask_array(
@@ -134,20 +139,23 @@ def make_cluster(
         if all(loaders):
             from kernelscale.runtime.dask_actor import load_partition
 
-            return LocalCluster([load_partition(item) for item in data])
-        return LocalCluster(list(data))
+            return LocalCluster([load_partition(item) for item in data], n_jobs=n_jobs)
+        return LocalCluster(list(data), n_jobs=n_jobs)
     from kernelscale.runtime.dask import DaskCluster
 
     build = DaskCluster.from_loaders if all(loaders) else DaskCluster.from_arrays
     return build(client, list(data), workers=workers, timeout=timeout, retry_lost=retry_lost)
 
 
-def dask_options(estimator) -> dict:
-    """``make_cluster`` options from an estimator's ``retry_lost`` and ``timeout`` (Dask only)."""
+def cluster_options(estimator) -> dict:
+    """``make_cluster`` options from an estimator's ``n_jobs`` (in-process) or
+    ``retry_lost`` and ``timeout`` (Dask)."""
     if estimator.backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {estimator.backend!r}.")
     if estimator.backend != "dask":
-        return {}
+        n_jobs = getattr(estimator, "n_jobs", None)
+        effective_n_jobs(n_jobs)  # a bad value fails before any work
+        return {"n_jobs": n_jobs}
     options = {"retry_lost": bool(getattr(estimator, "retry_lost", False))}
     timeout = getattr(estimator, "timeout", None)
     if timeout is not None:
@@ -202,7 +210,7 @@ def estimator_cluster(
     """
     from sklearn.utils.validation import check_array, validate_data
 
-    options = dask_options(estimator)
+    options = cluster_options(estimator)
     backend, client = estimator.backend, estimator.client
     if is_dask_array(X) or is_loader_list(X):
         cluster = make_cluster(X, backend, client, **options)
@@ -240,7 +248,7 @@ def estimator_cluster(
 
 
 def add_dask_args(parser) -> None:
-    """Add ``--scheduler`` / ``--dask-workers`` (exclusive) and ``--timeout`` to a CLI parser.
+    """Add ``--scheduler`` / ``--dask-workers`` (exclusive), ``--timeout`` and ``--jobs``.
 
     The ``kernelscale`` command opens the client they ask for (``args.client``,
     ``None`` for in-process) around every subcommand.
@@ -251,6 +259,9 @@ def add_dask_args(parser) -> None:
                        help="start a local Dask cluster of N single-threaded worker processes")
     parser.add_argument("--timeout", type=float, default=None,
                         help="Dask only: seconds a round may take before it fails (default 600)")
+    parser.add_argument("--jobs", type=int, default=-1,
+                        help="in-process threads, as scikit-learn's n_jobs (default -1: every "
+                        "core; 1: one thread); ignored on Dask")
 
 
 @contextlib.contextmanager
@@ -304,7 +315,7 @@ __all__ = [
     "add_dask_args",
     "cli_client",
     "dask_client",
-    "dask_options",
+    "cluster_options",
     "estimator_cluster",
     "is_dask_array",
     "is_loader",

@@ -102,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
             backend="local" if args.client is None else "dask",
             client=args.client,
             timeout=args.timeout,
+            n_jobs=args.jobs,
         )
         estimator.fit(X)
     except (ValueError, TypeError, FileNotFoundError, OSError, WorkerError) as exc:

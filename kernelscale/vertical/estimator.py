@@ -14,7 +14,7 @@ from kernelscale.kernels import DEFAULT_CHUNK_SIZE, kernel_name, make_kernel
 from kernelscale.partition import feature_block_partition
 from kernelscale.progress import get_logger, track_rounds, verbosity
 from kernelscale.runtime import Ledger, make_cluster
-from kernelscale.runtime.build import dask_options, is_loader, is_loader_list
+from kernelscale.runtime.build import cluster_options, is_loader, is_loader_list
 from kernelscale.vertical.oneshot import VERTICAL_KERNELS, one_shot_kpca, validate_vertical
 from kernelscale.vertical.projection import vertical_transform
 
@@ -101,6 +101,10 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         instead of raising ``WorkerError``.
     timeout : float, optional
         Dask only: seconds a round may take before it fails (default 600).
+    n_jobs : int or None, default=None
+        In-process only: threads for the workers' steps and their row chunks,
+        with scikit-learn's meaning (``None``: 1, ``-1``: every core). The
+        model and the ledger do not depend on it.
     verbose : int, default=0
         0: silent. 1: a tqdm progress bar over the protocol's rounds (fit, and
         the projection rounds of ``transform``) on stderr, and one INFO line per
@@ -167,6 +171,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         client=None,
         retry_lost=False,
         timeout=None,
+        n_jobs=None,
         verbose=0,
         random_state=None,
     ):
@@ -183,6 +188,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.client = client
         self.retry_lost = retry_lost
         self.timeout = timeout
+        self.n_jobs = n_jobs
         self.verbose = verbose
         self.random_state = random_state
 
@@ -314,7 +320,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         return Z, cluster.ledger
 
     def _make_cluster(self, blocks):
-        return make_cluster(blocks, self.backend, self.client, **dask_options(self))
+        return make_cluster(blocks, self.backend, self.client, **cluster_options(self))
 
     def transform(self, X):
         """Coordinates of new samples on the fitted components (distributed eq. (9)/(10))."""
