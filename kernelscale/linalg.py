@@ -104,6 +104,22 @@ def top_left_singular(B: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return s[:k] ** 2, U
 
 
+def like_input(Z: np.ndarray, X) -> np.ndarray:
+    """``Z`` in the floating dtype of the input ``X``, as scikit-learn's transformers do.
+
+    float32 input gives float32 output (computed in float64 and rounded once);
+    anything else gives float64.
+    """
+    dtype = np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
+    return np.asarray(Z, dtype=dtype)
+
+
+def preserved_dtypes(tags):
+    """Declare in scikit-learn's tags that float32 and float64 input keep their dtype."""
+    tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+    return tags
+
+
 def unique_rows(Y, tol: float = 0.0) -> np.ndarray:
     """Indices of the first occurrence of each distinct row (dense or CSR)."""
     dense = Y.toarray() if sp.issparse(Y) else np.asarray(Y)

@@ -118,3 +118,4 @@ def test_a_bad_n_jobs_is_refused_before_any_work():
 
     with pytest.raises(ValueError, match="n_jobs must be a non-zero integer"):
         DistributedKernelPCA(n_jobs=0).fit(np.ones((10, 3)))
+

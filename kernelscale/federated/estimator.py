@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from kernelscale.federated.baselines import distributed_spectral_clustering
 from kernelscale.federated.fkkmeans import fk_kmeans
 from kernelscale.kernels import KERNELS, kernel_name, make_kernel
-from kernelscale.linalg import as_generator
+from kernelscale.linalg import as_generator, like_input, preserved_dtypes
 from kernelscale.partition import make_partition
 from kernelscale.progress import get_logger, track_rounds, verbosity
 from kernelscale.runtime.build import estimator_cluster
@@ -65,7 +65,7 @@ class _EmbeddingClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
-        return tags
+        return preserved_dtypes(tags)
 
     @property
     def _n_features_out(self):
@@ -74,8 +74,9 @@ class _EmbeddingClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
     def transform(self, X):
         """Coordinates of ``X`` in the embedding the centres live in."""
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", reset=False)
-        return self._embed(X)
+        X = validate_data(self, X, accept_sparse="csr", reset=False,
+                          dtype=[np.float64, np.float32])
+        return like_input(self._embed(X), X)
 
     def predict(self, X):
         """Cluster of each row of ``X``: the nearest centre in the embedding."""

@@ -22,7 +22,7 @@ from kernelscale.horizontal.evaluate import distributed_error
 from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
 from kernelscale.horizontal.preimage import apply_preimage, fit_preimage
 from kernelscale.kernels import KERNELS, Kernel, is_importable, kernel_name, make_kernel
-from kernelscale.linalg import as_generator
+from kernelscale.linalg import as_generator, like_input, preserved_dtypes
 from kernelscale.metrics.lowrank import (
     EXACT_REFERENCE_MAX_SAMPLES,
     error_ratio,
@@ -369,7 +369,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", reset=False,
                           dtype=[np.float64, np.float32])
-        return self.model_.transform(X, chunk_size=self.chunk_size)
+        return like_input(self.model_.transform(X, chunk_size=self.chunk_size), X)
 
     def inverse_transform(self, X):
         """Map scores back to input space with the learnt pre-image map.
@@ -396,13 +396,13 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 "The fit_inverse_transform parameter was not set to True when fitting, "
                 "so the inverse transform is not available."
             )
-        Z = check_array(X, dtype=np.float64)
+        Z = check_array(X, dtype=[np.float64, np.float32])
         k = self.X_transformed_fit_.shape[1]
         if Z.shape[1] != k:
             raise ValueError(f"X has {Z.shape[1]} columns; inverse_transform takes the "
                              f"scores of the {k} components.")
-        return apply_preimage(self.kernel_, self.X_transformed_fit_, self.inverse_dual_coef_,
-                              Z, self.chunk_size)
+        return like_input(apply_preimage(self.kernel_, self.X_transformed_fit_,
+                                         self.inverse_dual_coef_, Z, self.chunk_size), Z)
 
     def approximation_error(self, X, reference: bool | None = None) -> dict:
         """Low-rank approximation error of the fit on ``X``, through the runtime.
@@ -474,4 +474,4 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         except ValueError:  # an unknown kernel: fit says so
             name = "rbf"
         tags.input_tags.sparse = Kernel(name=name).accepts_sparse
-        return tags
+        return preserved_dtypes(tags)

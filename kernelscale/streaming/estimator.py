@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from kernelscale.linalg import as_generator
+from kernelscale.linalg import as_generator, like_input, preserved_dtypes
 from kernelscale.progress import get_logger, progress_bar, verbosity
 from kernelscale.streaming.baselines import RNCA, StreamingNystrom
 from kernelscale.streaming.skpca import SKPCA, StreamingMethod, check_positive_int
@@ -302,7 +302,7 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         X = validate_data(self, X, reset=False, accept_sparse="csr",
                           dtype=[np.float64, np.float32])
         self._eigen()
-        return self.sketcher_.transform(X, self.n_components)
+        return like_input(self.sketcher_.transform(X, self.n_components), X)
 
     @property
     def _n_features_out(self) -> int:
@@ -311,7 +311,7 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
-        return tags
+        return preserved_dtypes(tags)
 
 
 def save_streaming_model(estimator: StreamingKernelPCA, path) -> None:

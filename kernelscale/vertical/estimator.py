@@ -11,6 +11,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, kernel_name, make_kernel
+from kernelscale.linalg import like_input, preserved_dtypes
 from kernelscale.partition import feature_block_partition
 from kernelscale.progress import get_logger, track_rounds, verbosity
 from kernelscale.runtime import Ledger, make_cluster
@@ -317,7 +318,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                 Z = vertical_transform(cluster, self.model_, chunk_size=int(self.chunk_size))
         finally:
             cluster.close()
-        return Z, cluster.ledger
+        return like_input(Z, new_blocks[0]), cluster.ledger
 
     def _make_cluster(self, blocks):
         return make_cluster(blocks, self.backend, self.client, **cluster_options(self))
@@ -329,4 +330,4 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = False
-        return tags
+        return preserved_dtypes(tags)
