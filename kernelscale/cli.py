@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kernelscale import __version__
 from kernelscale.runtime.build import add_dask_args, cli_client
 
 SUBCOMMAND_MODULES: list[str] = [
@@ -38,6 +39,56 @@ DEMO_METHODS = (
 
 class UsageError(Exception):
     """A mistake of the user's: one line on stderr, exit code 2."""
+
+
+def _one_line(message) -> str:
+    """``message`` on a single line (exception texts may hold newlines)."""
+    return " ".join(str(message).split())
+
+
+def print_error(message) -> None:
+    """``kernelscale: error: <message>`` on stderr, on one line (every subcommand's form)."""
+    print(f"kernelscale: error: {_one_line(message)}", file=sys.stderr)
+
+
+def print_warning(message) -> None:
+    """``kernelscale: warning: <message>`` on stderr, on one line."""
+    print(f"kernelscale: warning: {_one_line(message)}", file=sys.stderr)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line: the error and where the help is.
+
+    Subparsers are of the same class (``add_subparsers`` uses the parent's class).
+    """
+
+    def error(self, message: str):
+        print_error(f"{message}; see '{self.prog} --help'")
+        self.exit(2)
+
+
+#: Extensions read as delimited text, where ``--header`` / ``--no-header`` apply.
+TEXT_EXTENSIONS = (".csv", ".txt")
+
+
+def add_header_arg(p: argparse.ArgumentParser) -> None:
+    """``--header`` / ``--no-header``: override the CSV header rule (default: the rule)."""
+    p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                   help="CSV/text input: the first row is a header (--header) or data "
+                   "(--no-header); default: a header when all its fields are non-numeric, "
+                   "an error when it mixes numbers and text")
+
+
+def load_options(paths: list, header: bool | None) -> list[dict]:
+    """Loader keyword arguments for each of ``paths`` from ``--header`` / ``--no-header``.
+
+    The flag applies to the CSV/text files; given for none of them, it is an error.
+    """
+    is_text = [Path(path).suffix.lower() in TEXT_EXTENSIONS for path in paths]
+    if header is not None and not any(is_text):
+        raise UsageError(f"--header/--no-header apply to CSV/text files "
+                         f"({', '.join(TEXT_EXTENSIONS)}), not {', '.join(map(str, paths))}")
+    return [{"header": header} if text and header is not None else {} for text in is_text]
 
 
 def _add_kernel_args(p: argparse.ArgumentParser) -> None:
@@ -66,12 +117,15 @@ def _add_fit_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="kernelscale",
         description="Kernel PCA and kernel clustering for data that cannot be brought "
         "to one place.",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"kernelscale {__version__}",
+                        help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                help="what to run; 'kernelscale COMMAND --help' for its options")
 
     demo = sub.add_parser("demo", help="disKPCA and its baselines on the bundled digits data")
     _add_kernel_args(demo)
@@ -80,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     fit = sub.add_parser("fit", help="fit a distributed kernel PCA on a data file")
     fit.add_argument("--data", required=True, help=".npy, .csv or LIBSVM file")
+    add_header_arg(fit)
     fit.add_argument("--out", required=True, help="model file to write (.npz)")
     fit.add_argument("--method", default="diskpca",
                      choices=["diskpca", "uniform_dislr", "uniform_batch", "exact",
@@ -91,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     transform = sub.add_parser("transform", help="project a data file with a saved model")
     transform.add_argument("--model", required=True)
     transform.add_argument("--data", required=True)
+    add_header_arg(transform)
     transform.add_argument("--out", required=True, help="output .npy or .csv")
     transform.set_defaults(func=run_transform)
 
@@ -155,12 +211,13 @@ def run_demo(args) -> int:
     return 0
 
 
-def _load(path):
+def _load(path, header=None):
     from kernelscale.datasets import load
 
+    (options,) = load_options([path], header)
     if not Path(path).exists():
         raise UsageError(f"no such file: {path}")
-    return load(path)
+    return load(path, **options)
 
 
 def _check_out(path) -> Path:
@@ -182,7 +239,7 @@ def run_fit(args) -> int:
     from kernelscale.model import save_model
 
     _check_out(args.out)
-    X = _load(args.data)
+    X = _load(args.data, args.header)
     # verbose=1: a progress bar over the protocol's rounds on stderr (none with --quiet).
     est = _make_estimator(args, X, args.method, verbose=0 if args.quiet else 1)
     start = time.perf_counter()
@@ -203,7 +260,7 @@ def run_transform(args) -> int:
     if out.suffix not in (".npy", ".csv"):
         raise UsageError(f"--out must end in .npy or .csv, got {out.name}")
     model = load_model(args.model)
-    X = _load(args.data)
+    X = _load(args.data, args.header)
     n_in = (getattr(model, "n_features_in", None) or getattr(model, "n_features_in_", None)
             or getattr(model, "landmarks", X).shape[1])
     if X.shape[1] != n_in:
@@ -217,19 +274,18 @@ def run_transform(args) -> int:
     return 0
 
 
-def _one_line(message) -> str:
-    """``message`` on a single line (exception texts may hold newlines)."""
-    return " ".join(str(message).split())
-
-
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """``warnings.showwarning`` for the CLI: one line, no source line."""
-    print(f"kernelscale: warning: {_one_line(message)}", file=sys.stderr)
+    print_warning(message)
 
 
 def main(argv=None) -> int:
+    """Run the ``kernelscale`` command with ``argv`` (default: ``sys.argv[1:]``); exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version (0) or a usage error (2, one line)
+        return exc.code if isinstance(exc.code, int) else 2
     saved_showwarning = warnings.showwarning
     try:
         # The Dask client of --scheduler / --dask-workers (None: in-process).
@@ -240,7 +296,7 @@ def main(argv=None) -> int:
     except (UsageError, ValueError, TypeError, OSError, ImportError) as exc:
         # OSError: missing files, and paths that cannot be written (an --out
         # inside a file or a missing directory, no permission).
-        print(f"kernelscale: error: {_one_line(exc)}", file=sys.stderr)
+        print_error(exc)
         return 2
     except KeyboardInterrupt:
         print("kernelscale: interrupted", file=sys.stderr)

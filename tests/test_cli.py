@@ -267,3 +267,157 @@ def test_jobs_defaults_to_every_core_and_reaches_the_estimator(monkeypatch, tmp_
                      "--n-components", "2", "--landmarks", "20", "--gamma", "0.1", "--quiet",
                      *jobs]) == 0
     assert seen == [1, -1]
+
+
+# --------------------------------------------------------------------------- issue 13, part B
+DATA_COMMANDS = ["fit", "transform", "stream", "vertical"]
+
+
+def data_argv(command, data, tmp_path, model=None) -> list[str]:
+    """A small run of ``command`` on ``data`` (for transform: with ``model``)."""
+    if command == "fit":
+        return ["fit", "--data", str(data), "--out", str(tmp_path / "m_new.npz"), "--quiet",
+                "--n-components", "2", "--workers", "2", "--landmarks", "10", "--gamma", "0.1"]
+    if command == "transform":
+        return ["transform", "--model", str(model), "--data", str(data),
+                "--out", str(tmp_path / "Z.npy")]
+    if command == "stream":
+        return ["stream", "--data", str(data), "--out", str(tmp_path / "s.npz"), "--quiet",
+                "--n-components", "2", "--n-random-features", "20", "--sketch-size", "6",
+                "--gamma", "0.1"]
+    return ["vertical", "--data", str(data), "--n-components", "2", "--gamma", "0.1"]
+
+
+@pytest.fixture
+def model4(tmp_path, capsys):
+    """A model of 4 features, for transform."""
+    np.save(tmp_path / "X4.npy", np.random.default_rng(0).standard_normal((30, 4)))
+    path = tmp_path / "m4.npz"
+    assert main(["fit", "--data", str(tmp_path / "X4.npy"), "--out", str(path), "--quiet",
+                 "--n-components", "2", "--landmarks", "10", "--gamma", "0.1"]) == 0
+    capsys.readouterr()
+    return path
+
+
+@pytest.mark.parametrize("command", DATA_COMMANDS)
+def test_empty_npy_is_one_line(command, model4, tmp_path, capsys):
+    (tmp_path / "empty.npy").write_bytes(b"")
+    line = one_error_line(data_argv(command, tmp_path / "empty.npy", tmp_path, model4), capsys)
+    assert line == f"kernelscale: error: {tmp_path / 'empty.npy'}: the file is empty (0 bytes); " \
+        "it holds no data"
+
+
+@pytest.mark.parametrize("command", DATA_COMMANDS)
+def test_csv_header_rule_and_override(command, model4, tmp_path, capsys):
+    X = np.random.default_rng(1).standard_normal((30, 4))
+    body = "".join(",".join(f"{v:.17g}" for v in row) + "\n" for row in X)
+    mixed = tmp_path / "mixed.csv"
+    mixed.write_text("x1,2,x3,x4\n" + body)
+    # A mixed first row: an error naming the line (it used to be dropped silently).
+    line = one_error_line(data_argv(command, mixed, tmp_path, model4), capsys)
+    assert "mixed.csv: line 1: the first row mixes numbers and text ('x1' is not a number)" \
+        in line and "--header" in line
+    # --header skips it; --no-header reads it as data, which names the field.
+    assert main([*data_argv(command, mixed, tmp_path, model4), "--header"]) == 0
+    capsys.readouterr()
+    line = one_error_line([*data_argv(command, mixed, tmp_path, model4), "--no-header"], capsys)
+    assert "mixed.csv: line 1: non-numeric value 'x1'" in line
+    # An all-text first row is a header by the rule; a numeric one is data, unless --header.
+    named = tmp_path / "named.csv"
+    named.write_text("a,b,c,d\n" + body)
+    plain = tmp_path / "plain.csv"
+    plain.write_text(body)
+    for argv in ([], ["--header"]):
+        assert main([*data_argv(command, named, tmp_path, model4), *argv]) == 0
+    assert main(data_argv(command, plain, tmp_path, model4)) == 0
+    out = capsys.readouterr().out
+    if command in ("fit", "transform", "stream"):
+        assert out.count(" 30 x 4 ") + out.count("wrote 30 x") + out.count("of 30 points") == 3
+    assert main([*data_argv(command, plain, tmp_path, model4), "--header"]) == 0
+    out = capsys.readouterr().out
+    assert {"fit": " 29 x 4 ", "transform": "wrote 29 x", "stream": "of 29 points",
+            "vertical": "samples 29"}[command] in out
+
+
+def test_header_flag_on_a_binary_file_is_an_error(data_npy, tmp_path, capsys):
+    line = one_error_line(data_argv("fit", data_npy, tmp_path) + ["--no-header"], capsys)
+    assert "--header/--no-header apply to CSV/text files" in line
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["fit", "--data", "x.npy", "--out", "m.npz", "--kernel", "sigmoid"],
+     "argument --kernel: invalid choice: 'sigmoid' (choose from 'rbf', 'laplacian', 'poly', "
+     "'linear', 'arccos'); see 'kernelscale fit --help'"),
+    (["fit", "--data", "x.npy", "--out", "m.npz", "--gamma", "abc"],
+     "argument --gamma: invalid float value: 'abc'; see 'kernelscale fit --help'"),
+    (["stream", "--data", "x.npy", "--out", "m.npz", "--gamma", "abc"],
+     "argument --gamma: invalid float value: 'abc'; see 'kernelscale stream --help'"),
+    (["vertical", "--data", "x.npy", "--kernel", "rfb"],
+     "argument --kernel: invalid choice: 'rfb'"),
+    (["transform", "--model", "m.npz"],
+     "the following arguments are required: --data, --out; see 'kernelscale transform --help'"),
+    (["bench"], "the following arguments are required: name; see 'kernelscale bench --help'"),
+    ([], "the following arguments are required: COMMAND; see 'kernelscale --help'"),
+    (["nope"], "argument COMMAND: invalid choice: 'nope'"),
+])
+def test_invalid_arguments_are_one_line(argv, message, capsys):
+    """No usage block: one line, the error and where the help is, exit code 2."""
+    line = one_error_line(argv, capsys)
+    assert message in line
+    assert "usage" not in line
+
+
+@pytest.mark.parametrize("argv", [
+    ["bench", "nope"],
+    ["vertical", "--data", "nope.npy"],
+    ["stream", "--data", "nope.npy", "--out", "m.npz"],
+    ["fit", "--data", "nope.npy", "--out", "m.npz"],
+])
+def test_every_subcommand_has_the_same_error_prefix(argv, capsys):
+    one_error_line(argv, capsys)  # 'kernelscale: error: ...', one line, exit code 2
+
+
+def test_stream_warning_prefix(tmp_path, capsys):
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).standard_normal((10, 3)))
+    assert main(["stream", "--data", str(tmp_path / "X.npy"), "--out", str(tmp_path / "s.npz"),
+                 "--n-components", "4", "--sketch-size", "6", "--n-random-features", "20",
+                 "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("kernelscale: warning: The skpca sketch holds only")
+
+
+def test_version(capsys):
+    import kernelscale
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"kernelscale {kernelscale.__version__}"
+
+
+def test_python_dash_m_kernelscale(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import kernelscale
+
+    root = str(Path(kernelscale.__file__).parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "kernelscale", "--version"], env=env,
+                          capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == f"kernelscale {kernelscale.__version__}"
+    done = subprocess.run([sys.executable, "-m", "kernelscale", "fit", "--gamma", "abc"],
+                          env=env, capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert done.returncode == 2
+    assert done.stderr.startswith("kernelscale: error: ") and done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("quiet", [[], ["--quiet"]])
+def test_stream_says_where_the_model_went_even_when_quiet(data_npy, tmp_path, capsys, quiet):
+    out = tmp_path / "s.npz"
+    assert main(["stream", "--data", str(data_npy), "--out", str(out), "--gamma", "0.01",
+                 "--chunk-size", "50", *quiet]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("stream: skpca model of 200 points, ")
+    assert captured.out.strip().endswith(f" words, written to {out}")
+    assert ("points/s" in captured.err) == (not quiet)

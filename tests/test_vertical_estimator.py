@@ -135,4 +135,4 @@ def test_cli_user_mistakes_exit_2(tmp_path, capsys, argv):
         argv = ["--data", str(tmp_path / argv[1])]
     assert run_cli(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith("kernelscale vertical:") and err.count("\n") == 1
+    assert err.startswith("kernelscale: error: ") and err.count("\n") == 1

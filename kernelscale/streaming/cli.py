@@ -4,48 +4,19 @@
         --n-random-features 1000 --sketch-size 20 --gamma 0.1
 
 Reads ``.npy`` (memory-mapped), ``.csv`` or LIBSVM in chunks through
-:func:`kernelscale.datasets.iter_chunks`, shows points/s on stderr, writes a
-pickle-free ``.npz`` model (``"model_type": "streaming_kpca"``).
+:func:`kernelscale.datasets.iter_chunks`, shows a progress bar of points read
+(and points/s) on stderr unless ``--quiet``, writes a pickle-free ``.npz`` model
+(``"model_type": "streaming_kpca"``) and says so on stdout.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 import warnings
 
+from kernelscale.cli import UsageError, add_header_arg, load_options, print_error, print_warning
+from kernelscale.progress import progress_bar
 from kernelscale.streaming.estimator import METHODS, StreamingKernelPCA, save_streaming_model
-
-
-class Progress:
-    """A one-line progress report on stderr: points seen and points per second."""
-
-    def __init__(self, stream=None, enabled: bool = True, every: float = 0.5):
-        self.stream = sys.stderr if stream is None else stream
-        self.enabled = enabled
-        self.every = every
-        self.start = time.perf_counter()
-        self.last = 0.0
-        self.points = 0
-        self.shown = False
-
-    def update(self, n_points: int) -> None:
-        self.points += n_points
-        now = time.perf_counter() - self.start
-        if self.enabled and now - self.last >= self.every:
-            self.last = now
-            self._write(now, end="")
-
-    def close(self) -> None:
-        if self.enabled:
-            self._write(time.perf_counter() - self.start, end="\n")
-
-    def _write(self, elapsed: float, end: str) -> None:
-        self.shown = True
-        rate = self.points / elapsed if elapsed > 0 else 0.0
-        print(f"\rstream: {self.points:,} points  {rate:,.0f} points/s  {elapsed:.1f} s",
-              end=end, file=self.stream, flush=True)
 
 
 def add_subcommand(subparsers) -> None:
@@ -57,6 +28,7 @@ def add_subcommand(subparsers) -> None:
         "(paper 004). Writes a .npz model usable by 'kernelscale transform'.",
     )
     p.add_argument("--data", required=True, help="input file: .npy, .csv/.txt or LIBSVM")
+    add_header_arg(p)
     p.add_argument("--out", required=True, help="model file to write (.npz)")
     p.add_argument("--method", default="skpca", choices=sorted(METHODS))
     p.add_argument("--n-components", type=int, default=2)
@@ -81,19 +53,24 @@ def run(args: argparse.Namespace) -> int:
         method=args.method, shrink=args.shrink, batch_size=args.chunk_size,
         random_state=args.random_state,
     )
-    progress = Progress(enabled=not args.quiet)
     try:
-        for block in iter_chunks(args.data, chunk_size=args.chunk_size):
-            estimator.partial_fit(block)
-            progress.update(block.shape[0])
-    except (OSError, ValueError, TypeError) as exc:
-        if progress.shown:
-            print(file=sys.stderr)
-        print(f"kernelscale stream: error: {exc}", file=sys.stderr)
+        (options,) = load_options([args.data], args.header)
+        blocks = iter_chunks(args.data, chunk_size=args.chunk_size, **options)
+        # A tqdm bar of points read (and points/s) on stderr; none with --quiet.
+        with progress_bar(not args.quiet, desc="stream", unit=" points",
+                          unit_scale=True) as bar:
+            try:
+                for block in blocks:
+                    estimator.partial_fit(block)
+                    bar.update(block.shape[0])
+            except BaseException:
+                bar.leave = False  # the error says what happened; no half-done bar
+                raise
+    except (OSError, ValueError, TypeError, UsageError) as exc:
+        print_error(exc)
         return 2
-    progress.close()
     if not hasattr(estimator, "sketcher_"):
-        print(f"kernelscale stream: error: {args.data} holds no rows.", file=sys.stderr)
+        print_error(f"{args.data} holds no rows.")
         return 2
     # One decomposition at the end of the stream, only to say when the sketch holds
     # fewer directions than --n-components (partial_fit itself does not decompose).
@@ -101,16 +78,12 @@ def run(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", UserWarning)
         estimator.eigenvalues_  # noqa: B018
     for warning in caught:
-        print(f"kernelscale stream: warning: {warning.message}", file=sys.stderr)
+        print_warning(warning.message)
     try:
         save_streaming_model(estimator, args.out)
     except OSError as exc:
-        print(f"kernelscale stream: error: cannot write {args.out}: {exc}", file=sys.stderr)
+        print_error(f"cannot write {args.out}: {exc}")
         return 2
-    if not args.quiet:
-        print(
-            f"stream: {estimator.method} model of {estimator.n_samples_seen_:,} points, "
-            f"{estimator.space_words_:,} words, written to {args.out}",
-            file=sys.stderr,
-        )
+    print(f"stream: {estimator.method} model of {estimator.n_samples_seen_:,} points, "
+          f"{estimator.space_words_:,} words, written to {args.out}")
     return 0
