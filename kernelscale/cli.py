@@ -66,6 +66,43 @@ class ArgumentParser(argparse.ArgumentParser):
         print_error(f"{message}; see '{self.prog} --help'")
         self.exit(2)
 
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but unknown options are the subcommand's error (its --help)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = self
+            for action in self._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    parser = action.choices.get(getattr(parsed, action.dest, None), self)
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+#: The data files every subcommand reads (kernelscale.datasets.load).
+DATA_HELP = (".npy (memory-mapped), .csv/.txt, LIBSVM (.svm, .libsvm, .svmlight) or Parquet "
+             "(.parquet) file")
 
 #: Extensions read as delimited text, where ``--header`` / ``--no-header`` apply.
 TEXT_EXTENSIONS = (".csv", ".txt")
@@ -93,25 +130,37 @@ def load_options(paths: list, header: bool | None) -> list[dict]:
 
 def _add_kernel_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernel", default="rbf",
-                   choices=["rbf", "laplacian", "poly", "linear", "arccos"])
-    p.add_argument("--gamma", type=float, help="kernel scale (default: from --bandwidth-scale)")
-    p.add_argument("--bandwidth-scale", type=float, default=0.2,
+                   choices=["rbf", "laplacian", "poly", "linear", "arccos"],
+                   help="kernel function (default rbf)")
+    p.add_argument("--gamma", type=positive_float,
+                   help="kernel scale (default: from --bandwidth-scale)")
+    p.add_argument("--bandwidth-scale", type=positive_float, default=0.2,
                    help="RBF/Laplacian: sigma = SCALE x median pairwise distance (paper: 0.2)")
     p.add_argument("--degree", type=int, help="poly degree (default 4 here) or arccos order (2)")
-    p.add_argument("--coef0", type=float, default=1.0)
+    p.add_argument("--coef0", type=float, default=1.0,
+                   help="poly: c in (gamma <x, y> + c)^degree (default 1)")
 
 
 def _add_fit_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n-components", type=int, default=10)
-    p.add_argument("--workers", type=int, default=5)
-    p.add_argument("--partition", default="power_law", choices=["power_law", "uniform"])
-    p.add_argument("--landmarks", type=int, default=400, help="|Y|, the landmark budget")
-    p.add_argument("--messages", default="gram", choices=["gram", "sketch"])
+    p.add_argument("--n-components", type=positive_int, default=10,
+                   help="k, the number of principal components (default 10)")
+    p.add_argument("--workers", type=positive_int, default=5,
+                   help="simulated workers the rows are split over (default 5)")
+    p.add_argument("--partition", default="power_law", choices=["power_law", "uniform"],
+                   help="how the rows are split: power-law sizes (the papers') or even "
+                   "(default power_law)")
+    p.add_argument("--landmarks", type=positive_int, default=400, help="|Y|, the landmark budget")
+    p.add_argument("--messages", default="gram", choices=["gram", "sketch"],
+                   help="disKPCA's messages: exact Gram matrices or the paper's sketches "
+                   "(default gram)")
     p.add_argument("--embedding-dtype", default="float64", choices=["float64", "float32"],
                    help="precision of disKPCA's leverage-score embedding: float32 halves its "
                    "memory; it only sets sampling probabilities (default float64)")
-    p.add_argument("--center", action="store_true")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--center", action="store_true",
+                   help="centre in feature space, as scikit-learn's KernelPCA (default: "
+                   "uncentred, the papers' setting)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="random seed of the split, sampling and features (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_dask_args(p)
 
@@ -133,21 +182,27 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=run_demo)
 
     fit = sub.add_parser("fit", help="fit a distributed kernel PCA on a data file")
-    fit.add_argument("--data", required=True, help=".npy, .csv or LIBSVM file")
+    fit.add_argument("--data", required=True, help=DATA_HELP)
     add_header_arg(fit)
     fit.add_argument("--out", required=True, help="model file to write (.npz)")
     fit.add_argument("--method", default="diskpca",
                      choices=["diskpca", "uniform_dislr", "uniform_batch", "exact",
-                              "random_features"])
+                              "random_features"],
+                     help="disKPCA (default) or a baseline: a uniform sample then disLR or "
+                     "batch KPCA, every point to the master, random-features PCA")
     _add_kernel_args(fit)
     _add_fit_args(fit)
     fit.set_defaults(func=run_fit)
 
     transform = sub.add_parser("transform", help="project a data file with a saved model")
-    transform.add_argument("--model", required=True)
-    transform.add_argument("--data", required=True)
+    transform.add_argument("--model", required=True,
+                           help="model file written by 'kernelscale fit' or 'kernelscale "
+                           "stream' (.npz)")
+    transform.add_argument("--data", required=True,
+                           help=f"points to project, with the model's features: {DATA_HELP}")
     add_header_arg(transform)
-    transform.add_argument("--out", required=True, help="output .npy or .csv")
+    transform.add_argument("--out", required=True,
+                           help="where to write the scores, one row per point (.npy or .csv)")
     transform.set_defaults(func=run_transform)
 
     for module in SUBCOMMAND_MODULES:
@@ -155,15 +210,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _make_estimator(args, X, method="diskpca", messages=None, verbose=0):
-    from kernelscale import DistributedKernelPCA
+def _gamma(args, X) -> float | None:
+    """``--gamma``, or for RBF/Laplacian the bandwidth heuristic's (``--bandwidth-scale``)."""
     from kernelscale.kernels import median_heuristic
 
-    gamma = args.gamma
-    if gamma is None and args.kernel in ("rbf", "laplacian"):
+    if args.gamma is not None or args.kernel not in ("rbf", "laplacian"):
+        return args.gamma
+    heuristic = "the bandwidth heuristic (--bandwidth-scale, from pairwise distances)"
+    if X.shape[0] < 2:
+        raise UsageError(f"{heuristic} needs at least 2 rows, the data has {X.shape[0]}; "
+                         "give --gamma to set the kernel scale directly")
+    try:
         sigma = median_heuristic(X, scale=args.bandwidth_scale, n_subset=2000,
                                  random_state=args.seed)
-        gamma = 1.0 / (2.0 * sigma**2)
+    except ValueError as exc:  # every sampled row the same: no distance to scale by
+        raise UsageError(f"{heuristic} cannot set the kernel scale ({str(exc).rstrip('.')}); "
+                         "give --gamma to set it directly") from exc
+    return 1.0 / (2.0 * sigma**2)
+
+
+def _make_estimator(args, X, method="diskpca", messages=None, verbose=0):
+    from kernelscale import DistributedKernelPCA
+
+    gamma = _gamma(args, X)
     degree = args.degree if args.degree is not None else (4 if args.kernel == "poly" else None)
     return DistributedKernelPCA(
         n_components=args.n_components, kernel=args.kernel, gamma=gamma, degree=degree,
@@ -240,6 +309,8 @@ def run_fit(args) -> int:
 
     _check_out(args.out)
     X = _load(args.data, args.header)
+    if X.shape[0] == 0:
+        raise UsageError(f"{args.data} holds no rows")
     # verbose=1: a progress bar over the protocol's rounds on stderr (none with --quiet).
     est = _make_estimator(args, X, args.method, verbose=0 if args.quiet else 1)
     start = time.perf_counter()

@@ -151,7 +151,7 @@ def test_nan_in_data(digits, model_npz, tmp_path, capsys, command):
 def test_zero_components(data_npy, tmp_path, capsys):
     line = one_error_line(["fit", "--data", str(data_npy), "--out", str(tmp_path / "m.npz"),
                            "--n-components", "0", "--quiet"], capsys)
-    assert "n_components" in line
+    assert "argument --n-components: must be a positive integer, got '0'" in line
 
 
 @pytest.mark.parametrize("kind", ["npy", "text", "directory", "zip"])
@@ -349,9 +349,9 @@ def test_header_flag_on_a_binary_file_is_an_error(data_npy, tmp_path, capsys):
      "argument --kernel: invalid choice: 'sigmoid' (choose from 'rbf', 'laplacian', 'poly', "
      "'linear', 'arccos'); see 'kernelscale fit --help'"),
     (["fit", "--data", "x.npy", "--out", "m.npz", "--gamma", "abc"],
-     "argument --gamma: invalid float value: 'abc'; see 'kernelscale fit --help'"),
+     "argument --gamma: must be a positive number, got 'abc'; see 'kernelscale fit --help'"),
     (["stream", "--data", "x.npy", "--out", "m.npz", "--gamma", "abc"],
-     "argument --gamma: invalid float value: 'abc'; see 'kernelscale stream --help'"),
+     "argument --gamma: must be a positive number, got 'abc'; see 'kernelscale stream --help'"),
     (["vertical", "--data", "x.npy", "--kernel", "rfb"],
      "argument --kernel: invalid choice: 'rfb'"),
     (["transform", "--model", "m.npz"],
@@ -421,3 +421,80 @@ def test_stream_says_where_the_model_went_even_when_quiet(data_npy, tmp_path, ca
     assert captured.out.startswith("stream: skpca model of 200 points, ")
     assert captured.out.strip().endswith(f" words, written to {out}")
     assert ("points/s" in captured.err) == (not quiet)
+
+
+@pytest.mark.parametrize(("rows", "message"), [
+    (np.ones((1, 3)), "the bandwidth heuristic (--bandwidth-scale, from pairwise distances) "
+     "needs at least 2 rows, the data has 1; give --gamma to set the kernel scale directly"),
+    (np.ones((20, 3)), "the bandwidth heuristic (--bandwidth-scale, from pairwise distances) "
+     "cannot set the kernel scale (All sampled rows are identical: the median distance is 0); "
+     "give --gamma to set it directly"),
+    (np.ones((0, 3)), "X.npy holds no rows"),
+])
+def test_errors_name_the_users_concepts(rows, message, tmp_path, capsys):
+    """Not 'median_heuristic needs at least 2 rows': what to change on the command line."""
+    np.save(tmp_path / "X.npy", rows)
+    line = one_error_line(["fit", "--data", str(tmp_path / "X.npy"),
+                           "--out", str(tmp_path / "m.npz")], capsys)
+    assert line.endswith(message)
+    assert "median_heuristic" not in line
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["fit", "--workers", "0"], "argument --workers: must be a positive integer, got '0'"),
+    (["fit", "--landmarks", "-3"], "argument --landmarks: must be a positive integer, got '-3'"),
+    (["fit", "--bandwidth-scale", "0"], "argument --bandwidth-scale: must be a positive number"),
+    (["fit", "--gamma", "nan"], "argument --gamma: must be a positive number, got 'nan'"),
+    (["fit", "--timeout", "0"], "argument --timeout: must be a positive number of seconds"),
+    (["stream", "--chunk-size", "0"], "argument --chunk-size: must be a positive integer"),
+    (["vertical", "--n-local-components", "x"],
+     "argument --n-local-components: must be a positive integer, got 'x'"),
+    (["transform", "--model", "m.npz", "--quiet"],
+     "unrecognized arguments: --quiet; see 'kernelscale transform --help'"),
+])
+def test_flag_values_are_checked_by_flag_name(argv, message, capsys):
+    command, *rest = argv
+    required = {"fit": ["--data", "x.npy", "--out", "m.npz"], "vertical": ["--data", "x.npy"],
+                "stream": ["--data", "x.npy", "--out", "m.npz"],
+                "transform": ["--data", "x.npy", "--out", "z.npy"]}[command]
+    assert message in one_error_line([command, *required, *rest], capsys)
+
+
+def test_a_foreign_npz_is_not_a_model(data_npy, tmp_path, capsys):
+    np.savez(tmp_path / "other.npz", a=np.arange(3))
+    line = one_error_line(["transform", "--model", str(tmp_path / "other.npz"), "--data",
+                           str(data_npy), "--out", str(tmp_path / "Z.npy")], capsys)
+    assert line.endswith("other.npz is not a kernelscale model file (.npz); write one with "
+                         "'kernelscale fit' or save_model (it has no kernelscale header).")
+
+
+def _parsers():
+    """The kernelscale parser and each subcommand's, with their names."""
+    import argparse
+
+    parser = build_parser()
+    yield "kernelscale", parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            yield from action.choices.items()
+
+
+def test_every_option_has_a_help_text():
+    missing = [f"{name} {action.option_strings or action.dest}"
+               for name, parser in _parsers() for action in parser._actions
+               if not (action.help or "").strip()]
+    assert missing == []
+    assert {name for name, _ in _parsers()} == {
+        "kernelscale", "demo", "fit", "transform", "stream", "vertical", "bench"}
+
+
+def test_help_names_the_data_formats_and_transforms_arguments(capsys):
+    assert main(["fit", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Parquet" in text and "LIBSVM" in text and ".npy" in text and ".csv" in text
+    assert main(["transform", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split()).split("options:", 1)[1]
+    for option in ("--model MODEL", "--data DATA", "--out OUT"):
+        described = text.split(option, 1)[1].split(" --", 1)[0].strip()
+        assert len(described) > 10, (option, text)
+    assert "Parquet" in text

@@ -247,6 +247,19 @@ def estimator_cluster(
     return make_cluster(parts, backend, client, **options), info, indices
 
 
+def _positive_seconds(text: str) -> float:
+    """argparse type of ``--timeout``: a finite number of seconds above 0."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
 def add_dask_args(parser) -> None:
     """Add ``--scheduler`` / ``--dask-workers`` (exclusive), ``--timeout`` and ``--jobs``.
 
@@ -257,7 +270,7 @@ def add_dask_args(parser) -> None:
     group.add_argument("--scheduler", help="run on an existing Dask cluster (tcp://host:8786)")
     group.add_argument("--dask-workers", type=int,
                        help="start a local Dask cluster of N single-threaded worker processes")
-    parser.add_argument("--timeout", type=float, default=None,
+    parser.add_argument("--timeout", type=_positive_seconds, default=None,
                         help="Dask only: seconds to connect to --scheduler (default 30) and "
                         "that a round may take before it fails (default 600)")
     parser.add_argument("--jobs", type=int, default=-1,
@@ -278,8 +291,6 @@ def cli_client(args):
         yield None
         return
     timeout = getattr(args, "timeout", None)
-    if timeout is not None and not timeout > 0:
-        raise ValueError(f"--timeout must be a positive number of seconds, got {timeout:g}.")
     try:
         client = dask_client(scheduler, n_workers, timeout=timeout)
     except (OSError, ValueError) as exc:  # unreachable, or not an address

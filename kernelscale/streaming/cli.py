@@ -14,7 +14,16 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from kernelscale.cli import UsageError, add_header_arg, load_options, print_error, print_warning
+from kernelscale.cli import (
+    DATA_HELP,
+    UsageError,
+    add_header_arg,
+    load_options,
+    positive_float,
+    positive_int,
+    print_error,
+    print_warning,
+)
 from kernelscale.progress import progress_bar
 from kernelscale.streaming.estimator import METHODS, StreamingKernelPCA, save_streaming_model
 
@@ -27,18 +36,28 @@ def add_subcommand(subparsers) -> None:
         description="Kernel PCA of a file read in chunks, in memory independent of its length "
         "(paper 004). Writes a .npz model usable by 'kernelscale transform'.",
     )
-    p.add_argument("--data", required=True, help="input file: .npy, .csv/.txt or LIBSVM")
+    p.add_argument("--data", required=True, help=f"input: {DATA_HELP}, read in chunks")
     add_header_arg(p)
     p.add_argument("--out", required=True, help="model file to write (.npz)")
-    p.add_argument("--method", default="skpca", choices=sorted(METHODS))
-    p.add_argument("--n-components", type=int, default=2)
-    p.add_argument("--kernel", default="rbf", choices=["rbf", "laplacian"])
-    p.add_argument("--gamma", type=float, default=None, help="kernel scale (default 1/d)")
-    p.add_argument("--n-random-features", type=int, default=500, help="m (or c for nystrom)")
-    p.add_argument("--sketch-size", type=int, default=20, help="l, rows of the FD sketch")
-    p.add_argument("--shrink", default="modified", choices=["modified", "classic"])
-    p.add_argument("--chunk-size", type=int, default=10_000, help="rows read at a time")
-    p.add_argument("--random-state", type=int, default=0)
+    p.add_argument("--method", default="skpca", choices=sorted(METHODS),
+                   help="skpca: random features + Frequent Directions (paper 004, default); "
+                   "rnca: random features, exact covariance; nystrom: first points as landmarks")
+    p.add_argument("--n-components", type=positive_int, default=2,
+                   help="k, the number of principal components (default 2)")
+    p.add_argument("--kernel", default="rbf", choices=["rbf", "laplacian"],
+                   help="kernel function (default rbf)")
+    p.add_argument("--gamma", type=positive_float, default=None,
+                   help="kernel scale (default 1/d)")
+    p.add_argument("--n-random-features", type=positive_int, default=500,
+                   help="m random features (c landmarks for nystrom; default 500)")
+    p.add_argument("--sketch-size", type=positive_int, default=20,
+                   help="l, rows of the Frequent Directions sketch (default 20)")
+    p.add_argument("--shrink", default="modified", choices=["modified", "classic"],
+                   help="Frequent Directions shrink: by the (l/2)-th singular value (paper 004, "
+                   "default) or by the smallest (Liberty 2013)")
+    p.add_argument("--chunk-size", type=positive_int, default=10_000, help="rows read at a time")
+    p.add_argument("--random-state", type=int, default=0,
+                   help="random seed of the features (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
