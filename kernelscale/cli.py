@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from kernelscale import __version__
 from kernelscale.runtime.build import add_dask_args, cli_client
@@ -317,11 +318,33 @@ def run_fit(args) -> int:
     est.fit(X)
     seconds = time.perf_counter() - start
     save_model(est.model_, args.out)
+    words = est.communication_.total_words("fit")
     if not args.quiet:
         print(est.communication_.summary("fit"), file=sys.stderr)
+    note = _costlier_than_the_data(words, X, args.method)
+    if note:
+        print(f"kernelscale: note: {note}", file=sys.stderr)
     print(f"fitted {args.method} on {X.shape[0]} x {X.shape[1]} in {seconds:.2f} s; "
-          f"{est.communication_.total_words('fit'):,} words; model written to {args.out}")
+          f"{words:,} words; model written to {args.out}")
     return 0
+
+
+def _costlier_than_the_data(words: int, X, method: str) -> str | None:
+    """A note when the fit sent more words than shipping ``X`` itself would (else None).
+
+    The data's words follow the ledger's rules (:func:`kernelscale.runtime.ledger.count_words`):
+    n x d for a dense array, 2 x nnz (values and column indices) for a sparse one.
+    """
+    from kernelscale.runtime.ledger import count_words
+
+    data_words = count_words(X)
+    if words <= data_words:
+        return None
+    shape = (f"2 x {X.nnz:,} nonzeros" if sp.issparse(X)
+             else f"{X.shape[0]:,} x {X.shape[1]:,} values")
+    advice = "" if method == "exact" else "; --method exact, which ships the data, sends about that"
+    return (f"the fit sent {words:,} words, more than the {data_words:,} words of the whole "
+            f"data set ({shape}){advice}")
 
 
 def run_transform(args) -> int:

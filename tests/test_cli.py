@@ -214,7 +214,8 @@ def test_warning_is_one_line(data_npy, tmp_path, capsys):
             "--n-components", "3", "--workers", "3", "--landmarks", "5000"]
     assert main(argv) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["kernelscale: warning: n_landmarks=5000 exceeds the 200 samples; using 200."]
+    assert err[0] == "kernelscale: warning: n_landmarks=5000 exceeds the 200 samples; using 200."
+    assert len(err) == 2 and err[1].startswith("kernelscale: note: the fit sent ")
     assert warnings.showwarning is before  # restored after main
 
 
@@ -498,3 +499,39 @@ def test_help_names_the_data_formats_and_transforms_arguments(capsys):
         described = text.split(option, 1)[1].split(" --", 1)[0].strip()
         assert len(described) > 10, (option, text)
     assert "Parquet" in text
+
+
+def _fit_words(out: str) -> int:
+    return int(out.split("; ")[1].split(" words")[0].replace(",", ""))
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".svm"])
+def test_fit_says_when_it_sent_more_than_the_data(digits, tmp_path, capsys, suffix):
+    data = tmp_path / f"X{suffix}"
+    X = digits[:60] * (np.abs(digits[:60]) > 1)  # sparse enough for a LIBSVM file
+    write_data(X, data)
+    data_words = 60 * 64 if suffix == ".npy" else 2 * int(np.count_nonzero(X))
+    argv = ["fit", "--data", str(data), "--out", str(tmp_path / "m.npz"), "--quiet",
+            "--n-components", "2", "--workers", "3", "--landmarks", "20", "--gamma", "0.01"]
+    assert main(argv) == 0  # disKPCA on 60 points: more words than the points themselves
+    captured = capsys.readouterr()
+    words = _fit_words(captured.out)
+    assert words > data_words
+    shape = "60 x 64 values" if suffix == ".npy" else f"2 x {data_words // 2:,} nonzeros"
+    assert captured.err == (
+        f"kernelscale: note: the fit sent {words:,} words, more than the {data_words:,} words "
+        f"of the whole data set ({shape}); --method exact, which ships the data, sends about "
+        "that\n")
+    assert main([*argv, "--method", "exact"]) == 0  # ships the data: no note
+    captured = capsys.readouterr()
+    assert _fit_words(captured.out) <= data_words and captured.err == ""
+
+
+def test_no_note_when_the_fit_sends_less_than_the_data(tmp_path, capsys):
+    X = np.random.default_rng(0).standard_normal((3000, 20))
+    np.save(tmp_path / "X.npy", X)
+    assert main(["fit", "--data", str(tmp_path / "X.npy"), "--out", str(tmp_path / "m.npz"),
+                 "--quiet", "--n-components", "2", "--workers", "2", "--landmarks", "10",
+                 "--method", "uniform_batch", "--gamma", "0.05"]) == 0
+    captured = capsys.readouterr()
+    assert _fit_words(captured.out) < 3000 * 20 and captured.err == ""
