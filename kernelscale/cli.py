@@ -2,9 +2,11 @@
 
 ``kernelscale demo`` runs disKPCA and each baseline on scikit-learn's bundled
 digits over simulated power-law workers; ``fit`` and ``transform`` work on
-files (.npy, .csv, LIBSVM); ``stream`` (streaming kernel PCA), ``vertical``
+files (.npy, .csv, LIBSVM, Parquet); ``stream`` (streaming kernel PCA), ``vertical``
 (feature-split kernel PCA) and ``bench`` (the benchmark experiments) come from
-their packages. User mistakes print one line and exit with code 2.
+their packages. User mistakes print one line, ``kernelscale: error: ...``, and
+exit with code 2 (the conventions every subcommand shares are in
+:mod:`kernelscale.cli_common`); ``python -m kernelscale`` runs :func:`main`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,18 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernelscale import __version__
+from kernelscale.cli_common import (
+    DATA_HELP,
+    ArgumentParser,
+    UsageError,
+    add_header_arg,
+    load_options,
+    positive_float,
+    positive_int,
+    print_error,
+    print_note,
+    print_warning,
+)
 from kernelscale.runtime.build import add_dask_args, cli_client
 
 SUBCOMMAND_MODULES: list[str] = [
@@ -36,97 +50,6 @@ DEMO_METHODS = (
     ("random_features", "gram"),
     ("exact", "gram"),
 )
-
-
-class UsageError(Exception):
-    """A mistake of the user's: one line on stderr, exit code 2."""
-
-
-def _one_line(message) -> str:
-    """``message`` on a single line (exception texts may hold newlines)."""
-    return " ".join(str(message).split())
-
-
-def print_error(message) -> None:
-    """``kernelscale: error: <message>`` on stderr, on one line (every subcommand's form)."""
-    print(f"kernelscale: error: {_one_line(message)}", file=sys.stderr)
-
-
-def print_warning(message) -> None:
-    """``kernelscale: warning: <message>`` on stderr, on one line."""
-    print(f"kernelscale: warning: {_one_line(message)}", file=sys.stderr)
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse's parser whose errors are one line: the error and where the help is.
-
-    Subparsers are of the same class (``add_subparsers`` uses the parent's class).
-    """
-
-    def error(self, message: str):
-        print_error(f"{message}; see '{self.prog} --help'")
-        self.exit(2)
-
-    def parse_args(self, args=None, namespace=None):
-        """As argparse's, but unknown options are the subcommand's error (its --help)."""
-        parsed, extras = self.parse_known_args(args, namespace)
-        if extras:
-            parser = self
-            for action in self._actions:
-                if isinstance(action, argparse._SubParsersAction):
-                    parser = action.choices.get(getattr(parsed, action.dest, None), self)
-            parser.error(f"unrecognized arguments: {' '.join(extras)}")
-        return parsed
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """argparse type: a finite number above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (0 < value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
-#: The data files every subcommand reads (kernelscale.datasets.load).
-DATA_HELP = (".npy (memory-mapped), .csv/.txt, LIBSVM (.svm, .libsvm, .svmlight) or Parquet "
-             "(.parquet) file")
-
-#: Extensions read as delimited text, where ``--header`` / ``--no-header`` apply.
-TEXT_EXTENSIONS = (".csv", ".txt")
-
-
-def add_header_arg(p: argparse.ArgumentParser) -> None:
-    """``--header`` / ``--no-header``: override the CSV header rule (default: the rule)."""
-    p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
-                   help="CSV/text input: the first row is a header (--header) or data "
-                   "(--no-header); default: a header when all its fields are non-numeric, "
-                   "an error when it mixes numbers and text")
-
-
-def load_options(paths: list, header: bool | None) -> list[dict]:
-    """Loader keyword arguments for each of ``paths`` from ``--header`` / ``--no-header``.
-
-    The flag applies to the CSV/text files; given for none of them, it is an error.
-    """
-    is_text = [Path(path).suffix.lower() in TEXT_EXTENSIONS for path in paths]
-    if header is not None and not any(is_text):
-        raise UsageError(f"--header/--no-header apply to CSV/text files "
-                         f"({', '.join(TEXT_EXTENSIONS)}), not {', '.join(map(str, paths))}")
-    return [{"header": header} if text and header is not None else {} for text in is_text]
 
 
 def _add_kernel_args(p: argparse.ArgumentParser) -> None:
@@ -323,7 +246,7 @@ def run_fit(args) -> int:
         print(est.communication_.summary("fit"), file=sys.stderr)
     note = _costlier_than_the_data(words, X, args.method)
     if note:
-        print(f"kernelscale: note: {note}", file=sys.stderr)
+        print_note(note)
     print(f"fitted {args.method} on {X.shape[0]} x {X.shape[1]} in {seconds:.2f} s; "
           f"{words:,} words; model written to {args.out}")
     return 0

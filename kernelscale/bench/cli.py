@@ -9,7 +9,7 @@ from pathlib import Path
 from kernelscale.bench.experiments import EXPERIMENTS, get_experiment
 from kernelscale.bench.plot import plot_results, write_summary
 from kernelscale.bench.runner import RESULTS_ROOT, run_experiment
-from kernelscale.cli import print_error
+from kernelscale.cli_common import print_error
 
 
 def add_subcommand(subparsers) -> None:

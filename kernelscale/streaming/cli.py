@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from kernelscale.cli import (
+from kernelscale.cli_common import (
     DATA_HELP,
     UsageError,
     add_header_arg,

@@ -19,7 +19,7 @@ from functools import partial
 
 import numpy as np
 
-from kernelscale.cli import (
+from kernelscale.cli_common import (
     UsageError,
     add_header_arg,
     load_options,
