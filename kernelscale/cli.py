@@ -2,9 +2,11 @@
 
 ``kernelscale demo`` runs disKPCA and each baseline on scikit-learn's bundled
 digits over simulated power-law workers; ``fit`` and ``transform`` work on
-files (.npy, .csv, LIBSVM); ``stream`` (streaming kernel PCA), ``vertical``
+files (.npy, .csv, LIBSVM, Parquet); ``stream`` (streaming kernel PCA), ``vertical``
 (feature-split kernel PCA) and ``bench`` (the benchmark experiments) come from
-their packages. User mistakes print one line and exit with code 2.
+their packages. User mistakes print one line, ``kernelscale: error: ...``, and
+exit with code 2 (the conventions every subcommand shares are in
+:mod:`kernelscale.cli_common`); ``python -m kernelscale`` runs :func:`main`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,21 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
+from kernelscale import __version__
+from kernelscale.cli_common import (
+    DATA_HELP,
+    ArgumentParser,
+    UsageError,
+    add_header_arg,
+    load_options,
+    positive_float,
+    positive_int,
+    print_error,
+    print_note,
+    print_warning,
+)
 from kernelscale.runtime.build import add_dask_args, cli_client
 
 SUBCOMMAND_MODULES: list[str] = [
@@ -36,42 +52,53 @@ DEMO_METHODS = (
 )
 
 
-class UsageError(Exception):
-    """A mistake of the user's: one line on stderr, exit code 2."""
-
-
 def _add_kernel_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernel", default="rbf",
-                   choices=["rbf", "laplacian", "poly", "linear", "arccos"])
-    p.add_argument("--gamma", type=float, help="kernel scale (default: from --bandwidth-scale)")
-    p.add_argument("--bandwidth-scale", type=float, default=0.2,
+                   choices=["rbf", "laplacian", "poly", "linear", "arccos"],
+                   help="kernel function (default rbf)")
+    p.add_argument("--gamma", type=positive_float,
+                   help="kernel scale (default: from --bandwidth-scale)")
+    p.add_argument("--bandwidth-scale", type=positive_float, default=0.2,
                    help="RBF/Laplacian: sigma = SCALE x median pairwise distance (paper: 0.2)")
     p.add_argument("--degree", type=int, help="poly degree (default 4 here) or arccos order (2)")
-    p.add_argument("--coef0", type=float, default=1.0)
+    p.add_argument("--coef0", type=float, default=1.0,
+                   help="poly: c in (gamma <x, y> + c)^degree (default 1)")
 
 
 def _add_fit_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n-components", type=int, default=10)
-    p.add_argument("--workers", type=int, default=5)
-    p.add_argument("--partition", default="power_law", choices=["power_law", "uniform"])
-    p.add_argument("--landmarks", type=int, default=400, help="|Y|, the landmark budget")
-    p.add_argument("--messages", default="gram", choices=["gram", "sketch"])
+    p.add_argument("--n-components", type=positive_int, default=10,
+                   help="k, the number of principal components (default 10)")
+    p.add_argument("--workers", type=positive_int, default=5,
+                   help="simulated workers the rows are split over (default 5)")
+    p.add_argument("--partition", default="power_law", choices=["power_law", "uniform"],
+                   help="how the rows are split: power-law sizes (the papers') or even "
+                   "(default power_law)")
+    p.add_argument("--landmarks", type=positive_int, default=400, help="|Y|, the landmark budget")
+    p.add_argument("--messages", default="gram", choices=["gram", "sketch"],
+                   help="disKPCA's messages: exact Gram matrices or the paper's sketches "
+                   "(default gram)")
     p.add_argument("--embedding-dtype", default="float64", choices=["float64", "float32"],
                    help="precision of disKPCA's leverage-score embedding: float32 halves its "
                    "memory; it only sets sampling probabilities (default float64)")
-    p.add_argument("--center", action="store_true")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--center", action="store_true",
+                   help="centre in feature space, as scikit-learn's KernelPCA (default: "
+                   "uncentred, the papers' setting)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="random seed of the split, sampling and features (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_dask_args(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="kernelscale",
         description="Kernel PCA and kernel clustering for data that cannot be brought "
         "to one place.",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"kernelscale {__version__}",
+                        help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                help="what to run; 'kernelscale COMMAND --help' for its options")
 
     demo = sub.add_parser("demo", help="disKPCA and its baselines on the bundled digits data")
     _add_kernel_args(demo)
@@ -79,19 +106,27 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=run_demo)
 
     fit = sub.add_parser("fit", help="fit a distributed kernel PCA on a data file")
-    fit.add_argument("--data", required=True, help=".npy, .csv or LIBSVM file")
+    fit.add_argument("--data", required=True, help=DATA_HELP)
+    add_header_arg(fit)
     fit.add_argument("--out", required=True, help="model file to write (.npz)")
     fit.add_argument("--method", default="diskpca",
                      choices=["diskpca", "uniform_dislr", "uniform_batch", "exact",
-                              "random_features"])
+                              "random_features"],
+                     help="disKPCA (default) or a baseline: a uniform sample then disLR or "
+                     "batch KPCA, every point to the master, random-features PCA")
     _add_kernel_args(fit)
     _add_fit_args(fit)
     fit.set_defaults(func=run_fit)
 
     transform = sub.add_parser("transform", help="project a data file with a saved model")
-    transform.add_argument("--model", required=True)
-    transform.add_argument("--data", required=True)
-    transform.add_argument("--out", required=True, help="output .npy or .csv")
+    transform.add_argument("--model", required=True,
+                           help="model file written by 'kernelscale fit' or 'kernelscale "
+                           "stream' (.npz)")
+    transform.add_argument("--data", required=True,
+                           help=f"points to project, with the model's features: {DATA_HELP}")
+    add_header_arg(transform)
+    transform.add_argument("--out", required=True,
+                           help="where to write the scores, one row per point (.npy or .csv)")
     transform.set_defaults(func=run_transform)
 
     for module in SUBCOMMAND_MODULES:
@@ -99,15 +134,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _make_estimator(args, X, method="diskpca", messages=None, verbose=0):
-    from kernelscale import DistributedKernelPCA
+def _gamma(args, X) -> float | None:
+    """``--gamma``, or for RBF/Laplacian the bandwidth heuristic's (``--bandwidth-scale``)."""
     from kernelscale.kernels import median_heuristic
 
-    gamma = args.gamma
-    if gamma is None and args.kernel in ("rbf", "laplacian"):
+    if args.gamma is not None or args.kernel not in ("rbf", "laplacian"):
+        return args.gamma
+    heuristic = "the bandwidth heuristic (--bandwidth-scale, from pairwise distances)"
+    if X.shape[0] < 2:
+        raise UsageError(f"{heuristic} needs at least 2 rows, the data has {X.shape[0]}; "
+                         "give --gamma to set the kernel scale directly")
+    try:
         sigma = median_heuristic(X, scale=args.bandwidth_scale, n_subset=2000,
                                  random_state=args.seed)
-        gamma = 1.0 / (2.0 * sigma**2)
+    except ValueError as exc:  # every sampled row the same: no distance to scale by
+        raise UsageError(f"{heuristic} cannot set the kernel scale ({str(exc).rstrip('.')}); "
+                         "give --gamma to set it directly") from exc
+    return 1.0 / (2.0 * sigma**2)
+
+
+def _make_estimator(args, X, method="diskpca", messages=None, verbose=0):
+    from kernelscale import DistributedKernelPCA
+
+    gamma = _gamma(args, X)
     degree = args.degree if args.degree is not None else (4 if args.kernel == "poly" else None)
     return DistributedKernelPCA(
         n_components=args.n_components, kernel=args.kernel, gamma=gamma, degree=degree,
@@ -155,12 +204,13 @@ def run_demo(args) -> int:
     return 0
 
 
-def _load(path):
+def _load(path, header=None):
     from kernelscale.datasets import load
 
+    (options,) = load_options([path], header)
     if not Path(path).exists():
         raise UsageError(f"no such file: {path}")
-    return load(path)
+    return load(path, **options)
 
 
 def _check_out(path) -> Path:
@@ -182,18 +232,42 @@ def run_fit(args) -> int:
     from kernelscale.model import save_model
 
     _check_out(args.out)
-    X = _load(args.data)
+    X = _load(args.data, args.header)
+    if X.shape[0] == 0:
+        raise UsageError(f"{args.data} holds no rows")
     # verbose=1: a progress bar over the protocol's rounds on stderr (none with --quiet).
     est = _make_estimator(args, X, args.method, verbose=0 if args.quiet else 1)
     start = time.perf_counter()
     est.fit(X)
     seconds = time.perf_counter() - start
     save_model(est.model_, args.out)
+    words = est.communication_.total_words("fit")
     if not args.quiet:
         print(est.communication_.summary("fit"), file=sys.stderr)
+    note = _costlier_than_the_data(words, X, args.method)
+    if note:
+        print_note(note)
     print(f"fitted {args.method} on {X.shape[0]} x {X.shape[1]} in {seconds:.2f} s; "
-          f"{est.communication_.total_words('fit'):,} words; model written to {args.out}")
+          f"{words:,} words; model written to {args.out}")
     return 0
+
+
+def _costlier_than_the_data(words: int, X, method: str) -> str | None:
+    """A note when the fit sent more words than shipping ``X`` itself would (else None).
+
+    The data's words follow the ledger's rules (:func:`kernelscale.runtime.ledger.count_words`):
+    n x d for a dense array, 2 x nnz (values and column indices) for a sparse one.
+    """
+    from kernelscale.runtime.ledger import count_words
+
+    data_words = count_words(X)
+    if words <= data_words:
+        return None
+    shape = (f"2 x {X.nnz:,} nonzeros" if sp.issparse(X)
+             else f"{X.shape[0]:,} x {X.shape[1]:,} values")
+    advice = "" if method == "exact" else "; --method exact, which ships the data, sends about that"
+    return (f"the fit sent {words:,} words, more than the {data_words:,} words of the whole "
+            f"data set ({shape}){advice}")
 
 
 def run_transform(args) -> int:
@@ -203,7 +277,7 @@ def run_transform(args) -> int:
     if out.suffix not in (".npy", ".csv"):
         raise UsageError(f"--out must end in .npy or .csv, got {out.name}")
     model = load_model(args.model)
-    X = _load(args.data)
+    X = _load(args.data, args.header)
     n_in = (getattr(model, "n_features_in", None) or getattr(model, "n_features_in_", None)
             or getattr(model, "landmarks", X).shape[1])
     if X.shape[1] != n_in:
@@ -217,19 +291,18 @@ def run_transform(args) -> int:
     return 0
 
 
-def _one_line(message) -> str:
-    """``message`` on a single line (exception texts may hold newlines)."""
-    return " ".join(str(message).split())
-
-
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """``warnings.showwarning`` for the CLI: one line, no source line."""
-    print(f"kernelscale: warning: {_one_line(message)}", file=sys.stderr)
+    print_warning(message)
 
 
 def main(argv=None) -> int:
+    """Run the ``kernelscale`` command with ``argv`` (default: ``sys.argv[1:]``); exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version (0) or a usage error (2, one line)
+        return exc.code if isinstance(exc.code, int) else 2
     saved_showwarning = warnings.showwarning
     try:
         # The Dask client of --scheduler / --dask-workers (None: in-process).
@@ -240,7 +313,7 @@ def main(argv=None) -> int:
     except (UsageError, ValueError, TypeError, OSError, ImportError) as exc:
         # OSError: missing files, and paths that cannot be written (an --out
         # inside a file or a missing directory, no permission).
-        print(f"kernelscale: error: {_one_line(exc)}", file=sys.stderr)
+        print_error(exc)
         return 2
     except KeyboardInterrupt:
         print("kernelscale: interrupted", file=sys.stderr)

@@ -256,7 +256,7 @@ def load_model(path):
 
         return load_streaming_model(path)
     if "__header__" not in arrays:
-        raise ValueError(f"{path} has no kernelscale header; was it written by save_model?")
+        raise ValueError(f"{not_a_model[:-1]} (it has no kernelscale header).")
     try:
         header = json.loads(str(arrays.pop("__header__")))
     except ValueError as exc:

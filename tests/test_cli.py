@@ -151,7 +151,7 @@ def test_nan_in_data(digits, model_npz, tmp_path, capsys, command):
 def test_zero_components(data_npy, tmp_path, capsys):
     line = one_error_line(["fit", "--data", str(data_npy), "--out", str(tmp_path / "m.npz"),
                            "--n-components", "0", "--quiet"], capsys)
-    assert "n_components" in line
+    assert "argument --n-components: must be a positive integer, got '0'" in line
 
 
 @pytest.mark.parametrize("kind", ["npy", "text", "directory", "zip"])
@@ -214,7 +214,8 @@ def test_warning_is_one_line(data_npy, tmp_path, capsys):
             "--n-components", "3", "--workers", "3", "--landmarks", "5000"]
     assert main(argv) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["kernelscale: warning: n_landmarks=5000 exceeds the 200 samples; using 200."]
+    assert err[0] == "kernelscale: warning: n_landmarks=5000 exceeds the 200 samples; using 200."
+    assert len(err) == 2 and err[1].startswith("kernelscale: note: the fit sent ")
     assert warnings.showwarning is before  # restored after main
 
 
@@ -267,3 +268,270 @@ def test_jobs_defaults_to_every_core_and_reaches_the_estimator(monkeypatch, tmp_
                      "--n-components", "2", "--landmarks", "20", "--gamma", "0.1", "--quiet",
                      *jobs]) == 0
     assert seen == [1, -1]
+
+
+# --------------------------------------------------------------------------- issue 13, part B
+DATA_COMMANDS = ["fit", "transform", "stream", "vertical"]
+
+
+def data_argv(command, data, tmp_path, model=None) -> list[str]:
+    """A small run of ``command`` on ``data`` (for transform: with ``model``)."""
+    if command == "fit":
+        return ["fit", "--data", str(data), "--out", str(tmp_path / "m_new.npz"), "--quiet",
+                "--n-components", "2", "--workers", "2", "--landmarks", "10", "--gamma", "0.1"]
+    if command == "transform":
+        return ["transform", "--model", str(model), "--data", str(data),
+                "--out", str(tmp_path / "Z.npy")]
+    if command == "stream":
+        return ["stream", "--data", str(data), "--out", str(tmp_path / "s.npz"), "--quiet",
+                "--n-components", "2", "--n-random-features", "20", "--sketch-size", "6",
+                "--gamma", "0.1"]
+    return ["vertical", "--data", str(data), "--n-components", "2", "--gamma", "0.1"]
+
+
+@pytest.fixture
+def model4(tmp_path, capsys):
+    """A model of 4 features, for transform."""
+    np.save(tmp_path / "X4.npy", np.random.default_rng(0).standard_normal((30, 4)))
+    path = tmp_path / "m4.npz"
+    assert main(["fit", "--data", str(tmp_path / "X4.npy"), "--out", str(path), "--quiet",
+                 "--n-components", "2", "--landmarks", "10", "--gamma", "0.1"]) == 0
+    capsys.readouterr()
+    return path
+
+
+@pytest.mark.parametrize("command", DATA_COMMANDS)
+def test_empty_npy_is_one_line(command, model4, tmp_path, capsys):
+    (tmp_path / "empty.npy").write_bytes(b"")
+    line = one_error_line(data_argv(command, tmp_path / "empty.npy", tmp_path, model4), capsys)
+    assert line == f"kernelscale: error: {tmp_path / 'empty.npy'}: the file is empty (0 bytes); " \
+        "it holds no data"
+
+
+@pytest.mark.parametrize("command", DATA_COMMANDS)
+def test_csv_header_rule_and_override(command, model4, tmp_path, capsys):
+    X = np.random.default_rng(1).standard_normal((30, 4))
+    body = "".join(",".join(f"{v:.17g}" for v in row) + "\n" for row in X)
+    mixed = tmp_path / "mixed.csv"
+    mixed.write_text("x1,2,x3,x4\n" + body)
+    # A mixed first row: an error naming the line (it used to be dropped silently).
+    line = one_error_line(data_argv(command, mixed, tmp_path, model4), capsys)
+    assert "mixed.csv: line 1: the first row mixes numbers and text ('x1' is not a number)" \
+        in line and "--header" in line
+    # --header skips it; --no-header reads it as data, which names the field.
+    assert main([*data_argv(command, mixed, tmp_path, model4), "--header"]) == 0
+    capsys.readouterr()
+    line = one_error_line([*data_argv(command, mixed, tmp_path, model4), "--no-header"], capsys)
+    assert "mixed.csv: line 1: non-numeric value 'x1'" in line
+    # An all-text first row is a header by the rule; a numeric one is data, unless --header.
+    named = tmp_path / "named.csv"
+    named.write_text("a,b,c,d\n" + body)
+    plain = tmp_path / "plain.csv"
+    plain.write_text(body)
+    for argv in ([], ["--header"]):
+        assert main([*data_argv(command, named, tmp_path, model4), *argv]) == 0
+    assert main(data_argv(command, plain, tmp_path, model4)) == 0
+    out = capsys.readouterr().out
+    if command in ("fit", "transform", "stream"):
+        assert out.count(" 30 x 4 ") + out.count("wrote 30 x") + out.count("of 30 points") == 3
+    assert main([*data_argv(command, plain, tmp_path, model4), "--header"]) == 0
+    out = capsys.readouterr().out
+    assert {"fit": " 29 x 4 ", "transform": "wrote 29 x", "stream": "of 29 points",
+            "vertical": "samples 29"}[command] in out
+
+
+def test_header_flag_on_a_binary_file_is_an_error(data_npy, tmp_path, capsys):
+    line = one_error_line(data_argv("fit", data_npy, tmp_path) + ["--no-header"], capsys)
+    assert "--header/--no-header apply to CSV/text files" in line
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["fit", "--data", "x.npy", "--out", "m.npz", "--kernel", "sigmoid"],
+     "argument --kernel: invalid choice: 'sigmoid' (choose from 'rbf', 'laplacian', 'poly', "
+     "'linear', 'arccos'); see 'kernelscale fit --help'"),
+    (["fit", "--data", "x.npy", "--out", "m.npz", "--gamma", "abc"],
+     "argument --gamma: must be a positive number, got 'abc'; see 'kernelscale fit --help'"),
+    (["stream", "--data", "x.npy", "--out", "m.npz", "--gamma", "abc"],
+     "argument --gamma: must be a positive number, got 'abc'; see 'kernelscale stream --help'"),
+    (["vertical", "--data", "x.npy", "--kernel", "rfb"],
+     "argument --kernel: invalid choice: 'rfb'"),
+    (["transform", "--model", "m.npz"],
+     "the following arguments are required: --data, --out; see 'kernelscale transform --help'"),
+    (["bench"], "the following arguments are required: name; see 'kernelscale bench --help'"),
+    ([], "the following arguments are required: COMMAND; see 'kernelscale --help'"),
+    (["nope"], "argument COMMAND: invalid choice: 'nope'"),
+])
+def test_invalid_arguments_are_one_line(argv, message, capsys):
+    """No usage block: one line, the error and where the help is, exit code 2."""
+    line = one_error_line(argv, capsys)
+    assert message in line
+    assert "usage" not in line
+
+
+@pytest.mark.parametrize("argv", [
+    ["bench", "nope"],
+    ["vertical", "--data", "nope.npy"],
+    ["stream", "--data", "nope.npy", "--out", "m.npz"],
+    ["fit", "--data", "nope.npy", "--out", "m.npz"],
+])
+def test_every_subcommand_has_the_same_error_prefix(argv, capsys):
+    one_error_line(argv, capsys)  # 'kernelscale: error: ...', one line, exit code 2
+
+
+def test_stream_warning_prefix(tmp_path, capsys):
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).standard_normal((10, 3)))
+    assert main(["stream", "--data", str(tmp_path / "X.npy"), "--out", str(tmp_path / "s.npz"),
+                 "--n-components", "4", "--sketch-size", "6", "--n-random-features", "20",
+                 "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("kernelscale: warning: The skpca sketch holds only")
+
+
+def test_version(capsys):
+    import kernelscale
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"kernelscale {kernelscale.__version__}"
+
+
+def test_python_dash_m_kernelscale(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import kernelscale
+
+    root = str(Path(kernelscale.__file__).parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "kernelscale", "--version"], env=env,
+                          capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == f"kernelscale {kernelscale.__version__}"
+    done = subprocess.run([sys.executable, "-m", "kernelscale", "fit", "--gamma", "abc"],
+                          env=env, capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert done.returncode == 2
+    assert done.stderr.startswith("kernelscale: error: ") and done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("quiet", [[], ["--quiet"]])
+def test_stream_says_where_the_model_went_even_when_quiet(data_npy, tmp_path, capsys, quiet):
+    out = tmp_path / "s.npz"
+    assert main(["stream", "--data", str(data_npy), "--out", str(out), "--gamma", "0.01",
+                 "--chunk-size", "50", *quiet]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("stream: skpca model of 200 points, ")
+    assert captured.out.strip().endswith(f" words, written to {out}")
+    assert ("points/s" in captured.err) == (not quiet)
+
+
+@pytest.mark.parametrize(("rows", "message"), [
+    (np.ones((1, 3)), "the bandwidth heuristic (--bandwidth-scale, from pairwise distances) "
+     "needs at least 2 rows, the data has 1; give --gamma to set the kernel scale directly"),
+    (np.ones((20, 3)), "the bandwidth heuristic (--bandwidth-scale, from pairwise distances) "
+     "cannot set the kernel scale (All sampled rows are identical: the median distance is 0); "
+     "give --gamma to set it directly"),
+    (np.ones((0, 3)), "X.npy holds no rows"),
+])
+def test_errors_name_the_users_concepts(rows, message, tmp_path, capsys):
+    """Not 'median_heuristic needs at least 2 rows': what to change on the command line."""
+    np.save(tmp_path / "X.npy", rows)
+    line = one_error_line(["fit", "--data", str(tmp_path / "X.npy"),
+                           "--out", str(tmp_path / "m.npz")], capsys)
+    assert line.endswith(message)
+    assert "median_heuristic" not in line
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["fit", "--workers", "0"], "argument --workers: must be a positive integer, got '0'"),
+    (["fit", "--landmarks", "-3"], "argument --landmarks: must be a positive integer, got '-3'"),
+    (["fit", "--bandwidth-scale", "0"], "argument --bandwidth-scale: must be a positive number"),
+    (["fit", "--gamma", "nan"], "argument --gamma: must be a positive number, got 'nan'"),
+    (["fit", "--timeout", "0"], "argument --timeout: must be a positive number of seconds"),
+    (["stream", "--chunk-size", "0"], "argument --chunk-size: must be a positive integer"),
+    (["vertical", "--n-local-components", "x"],
+     "argument --n-local-components: must be a positive integer, got 'x'"),
+    (["transform", "--model", "m.npz", "--quiet"],
+     "unrecognized arguments: --quiet; see 'kernelscale transform --help'"),
+])
+def test_flag_values_are_checked_by_flag_name(argv, message, capsys):
+    command, *rest = argv
+    required = {"fit": ["--data", "x.npy", "--out", "m.npz"], "vertical": ["--data", "x.npy"],
+                "stream": ["--data", "x.npy", "--out", "m.npz"],
+                "transform": ["--data", "x.npy", "--out", "z.npy"]}[command]
+    assert message in one_error_line([command, *required, *rest], capsys)
+
+
+def test_a_foreign_npz_is_not_a_model(data_npy, tmp_path, capsys):
+    np.savez(tmp_path / "other.npz", a=np.arange(3))
+    line = one_error_line(["transform", "--model", str(tmp_path / "other.npz"), "--data",
+                           str(data_npy), "--out", str(tmp_path / "Z.npy")], capsys)
+    assert line.endswith("other.npz is not a kernelscale model file (.npz); write one with "
+                         "'kernelscale fit' or save_model (it has no kernelscale header).")
+
+
+def _parsers():
+    """The kernelscale parser and each subcommand's, with their names."""
+    import argparse
+
+    parser = build_parser()
+    yield "kernelscale", parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            yield from action.choices.items()
+
+
+def test_every_option_has_a_help_text():
+    missing = [f"{name} {action.option_strings or action.dest}"
+               for name, parser in _parsers() for action in parser._actions
+               if not (action.help or "").strip()]
+    assert missing == []
+    assert {name for name, _ in _parsers()} == {
+        "kernelscale", "demo", "fit", "transform", "stream", "vertical", "bench"}
+
+
+def test_help_names_the_data_formats_and_transforms_arguments(capsys):
+    assert main(["fit", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Parquet" in text and "LIBSVM" in text and ".npy" in text and ".csv" in text
+    assert main(["transform", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split()).split("options:", 1)[1]
+    for option in ("--model MODEL", "--data DATA", "--out OUT"):
+        described = text.split(option, 1)[1].split(" --", 1)[0].strip()
+        assert len(described) > 10, (option, text)
+    assert "Parquet" in text
+
+
+def _fit_words(out: str) -> int:
+    return int(out.split("; ")[1].split(" words")[0].replace(",", ""))
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".svm"])
+def test_fit_says_when_it_sent_more_than_the_data(digits, tmp_path, capsys, suffix):
+    data = tmp_path / f"X{suffix}"
+    X = digits[:60] * (np.abs(digits[:60]) > 1)  # sparse enough for a LIBSVM file
+    write_data(X, data)
+    data_words = 60 * 64 if suffix == ".npy" else 2 * int(np.count_nonzero(X))
+    argv = ["fit", "--data", str(data), "--out", str(tmp_path / "m.npz"), "--quiet",
+            "--n-components", "2", "--workers", "3", "--landmarks", "20", "--gamma", "0.01"]
+    assert main(argv) == 0  # disKPCA on 60 points: more words than the points themselves
+    captured = capsys.readouterr()
+    words = _fit_words(captured.out)
+    assert words > data_words
+    shape = "60 x 64 values" if suffix == ".npy" else f"2 x {data_words // 2:,} nonzeros"
+    assert captured.err == (
+        f"kernelscale: note: the fit sent {words:,} words, more than the {data_words:,} words "
+        f"of the whole data set ({shape}); --method exact, which ships the data, sends about "
+        "that\n")
+    assert main([*argv, "--method", "exact"]) == 0  # ships the data: no note
+    captured = capsys.readouterr()
+    assert _fit_words(captured.out) <= data_words and captured.err == ""
+
+
+def test_no_note_when_the_fit_sends_less_than_the_data(tmp_path, capsys):
+    X = np.random.default_rng(0).standard_normal((3000, 20))
+    np.save(tmp_path / "X.npy", X)
+    assert main(["fit", "--data", str(tmp_path / "X.npy"), "--out", str(tmp_path / "m.npz"),
+                 "--quiet", "--n-components", "2", "--workers", "2", "--landmarks", "10",
+                 "--method", "uniform_batch", "--gamma", "0.05"]) == 0
+    captured = capsys.readouterr()
+    assert _fit_words(captured.out) < 3000 * 20 and captured.err == ""

@@ -85,3 +85,38 @@ def test_scheduler_and_dask_workers_exclude_each_other(command, capsys):
     with pytest.raises(SystemExit):
         parser.parse_args([command, "--scheduler", "tcp://h:8786", "--dask-workers", "2"])
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def _unused_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", ["fit", "vertical"])
+def test_unreachable_scheduler_is_one_line_within_the_timeout(command, tmp_path, capsys):
+    """--timeout bounds connecting too (it used to wait Dask's 30 s default)."""
+    np.save(tmp_path / "X.npy", np.ones((10, 3)))
+    address = f"tcp://127.0.0.1:{_unused_port()}"
+    argv = [command, "--data", str(tmp_path / "X.npy"), "--scheduler", address,
+            "--timeout", "1"]
+    if command == "fit":
+        argv += ["--out", str(tmp_path / "m.npz")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"kernelscale: error: cannot connect to the Dask scheduler at {address}")
+    assert "after 1 s" in err
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_bad_timeout_or_address(tmp_path, capsys):
+    np.save(tmp_path / "X.npy", np.ones((10, 3)))
+    argv = ["fit", "--data", str(tmp_path / "X.npy"), "--out", str(tmp_path / "m.npz")]
+    assert main([*argv, "--scheduler", "tcp://127.0.0.1:1", "--timeout", "0"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "kernelscale: error: argument --timeout: must be a positive number of seconds, got '0'")
+    assert main([*argv, "--scheduler", "nohost", "--timeout", "1"]) == 2
+    assert "cannot connect to the Dask scheduler at nohost" in capsys.readouterr().err

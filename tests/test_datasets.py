@@ -163,7 +163,8 @@ def test_npy_errors(tmp_path):
         ("1,2\n3,\n", r"bad\.csv: line 2: non-numeric value ''"),
         ("1,2\n# c\n3,inf\n", r"bad\.csv: line 3: NaN or inf value \(data row 1\)"),
         ("1,2\n3,nan\n", r"line 2: NaN or inf"),
-        ("", r"bad\.csv: file contains no data rows"),
+        ("", r"bad\.csv: the file is empty \(0 bytes\)"),
+        ("\n# c\n", r"bad\.csv: file contains no data rows"),
         ("a,b\n", r"no data rows"),
     ],
 )

@@ -285,5 +285,5 @@ def test_cli_stream_warns_when_the_sketch_is_too_small(tmp_path, data, capsys):
                   "--n-random-features", "50", "--quiet"])
     assert args.func(args) == 0
     err = capsys.readouterr().err
-    assert "kernelscale stream: warning: The skpca sketch holds only 2" in err
+    assert "kernelscale: warning: The skpca sketch holds only 2" in err
     assert "2*n_components + 2 = 10" in err

@@ -1,13 +1,11 @@
 """VerticalKernelPCA (scikit-learn contract, blocks vs split X) and ``kernelscale vertical``."""
 
-import argparse
 
 import numpy as np
 import pytest
 from sklearn.decomposition import KernelPCA
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from kernelscale.vertical.cli import add_subcommand
 from kernelscale.vertical.estimator import VerticalKernelPCA
 
 
@@ -73,10 +71,9 @@ def test_estimator_bad_input():
 
 
 def run_cli(argv):
-    parser = argparse.ArgumentParser()
-    add_subcommand(parser.add_subparsers())
-    args = parser.parse_args(["vertical", *argv])
-    return args.func(args)
+    from kernelscale.cli import main
+
+    return main(["vertical", *argv])
 
 
 def test_cli_fits_files(tmp_path, capsys):
@@ -135,4 +132,4 @@ def test_cli_user_mistakes_exit_2(tmp_path, capsys, argv):
         argv = ["--data", str(tmp_path / argv[1])]
     assert run_cli(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith("kernelscale vertical:") and err.count("\n") == 1
+    assert err.startswith("kernelscale: error: ") and err.count("\n") == 1

@@ -9,6 +9,7 @@ from pathlib import Path
 from kernelscale.bench.experiments import EXPERIMENTS, get_experiment
 from kernelscale.bench.plot import plot_results, write_summary
 from kernelscale.bench.runner import RESULTS_ROOT, run_experiment
+from kernelscale.cli_common import print_error
 
 
 def add_subcommand(subparsers) -> None:
@@ -40,14 +41,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         experiment = get_experiment(args.name, quick=args.quick)
     except ValueError as exc:
-        print(f"kernelscale bench: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2
     out_dir = Path(args.out) / args.name / ("quick" if args.quick else "")
     csv_path = out_dir / "results.csv"
     if getattr(args, "plot_only", False):
         if not csv_path.exists():
-            print(f"kernelscale bench: no results at {csv_path}; run without --plot-only.",
-                  file=sys.stderr)
+            print_error(f"no results at {csv_path}; run without --plot-only.")
             return 2
     else:
         threads = getattr(args, "threads", 1)
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             for path in plot_results(csv_path):
                 print(f"figure: {path}")
         except ImportError as exc:
-            print(f"kernelscale bench: {exc}", file=sys.stderr)
+            print_error(exc)
             return 2
     return 0
 

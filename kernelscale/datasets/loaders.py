@@ -2,10 +2,12 @@
 
 Every loader returns points as rows, in float64: a dense :class:`numpy.ndarray`
 (``.npy``, CSV, Parquet) or a :class:`scipy.sparse.csr_matrix` with sorted
-indices (LIBSVM). Problems with the input (missing file, unknown extension,
-ragged or non-numeric rows, malformed LIBSVM lines, NaN or inf values) raise a
-:class:`FileNotFoundError` or :class:`ValueError` that names the file and, where
-it is cheap to find, the offending line or row, before any further work.
+indices (LIBSVM). Problems with the input (missing or empty file, unknown
+extension, a file not in its extension's format, a CSV first row mixing numbers
+and text, ragged or non-numeric rows, malformed LIBSVM lines, NaN or inf values)
+raise a :class:`FileNotFoundError` or :class:`ValueError` that names the file
+and, where it is cheap to find, the offending line or row, before any further
+work.
 
 :func:`iter_chunks` walks a file in row blocks with bounded memory, for
 streaming algorithms; concatenating its blocks gives what :func:`load` gives.
@@ -46,11 +48,14 @@ _CHECK_ROWS = 65_536
 
 # --------------------------------------------------------------------------- helpers
 def _existing_file(path: PathLike) -> Path:
+    """``path`` as a Path, if it names a regular, non-empty file."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such file")
     if not p.is_file():
         raise FileNotFoundError(f"{p}: not a regular file")
+    if p.stat().st_size == 0:
+        raise ValueError(f"{p}: the file is empty (0 bytes); it holds no data")
     return p
 
 
@@ -107,9 +112,13 @@ def _is_data_line(line: str | bytes) -> bool:
 # --------------------------------------------------------------------------- .npy
 def _open_npy(p: Path, mmap: bool) -> np.ndarray:
     """np.load with the shape/dtype checks of :func:`load_npy` (no data pass)."""
+    magic = np.lib.format.MAGIC_PREFIX
+    with open(p, "rb") as f:
+        if f.read(len(magic)) != magic:
+            raise ValueError(f"{p}: not a .npy file (it does not start with NumPy's header)")
     try:
         X = np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, EOFError) as exc:
         raise ValueError(f"{p}: not a readable .npy array ({exc})") from exc
     if not isinstance(X, np.ndarray):
         raise ValueError(f"{p}: expected a single .npy array, got {type(X).__name__}")
@@ -165,29 +174,52 @@ def _split(line: str, delimiter: str | None) -> list[str]:
     return line.strip().split(delimiter)
 
 
+def _is_number(field: str) -> bool:
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def _header_option(header: bool | None, skip_header: bool | None) -> bool | None:
+    """``header``, or its older name ``skip_header`` (conflicting values are an error)."""
+    if skip_header is None:
+        return header
+    if header is not None and bool(header) != bool(skip_header):
+        raise TypeError("give header= or its older name skip_header=, not both")
+    return skip_header
+
+
 def _header_lines(
-    p: Path, delimiter: str | None, skip_header: bool | None
+    p: Path, delimiter: str | None, header: bool | None
 ) -> tuple[int, list[str] | None]:
     """Lines to skip before the data (0, or the header's line number) and the header's names.
 
-    With ``skip_header=None`` the first non-blank, non-comment line is a header
-    when one of its fields is not a number.
+    With ``header=None`` the first non-blank, non-comment line is a header when
+    all of its fields are non-numeric, data when all are numbers, and an error
+    (naming the line) when it mixes both.
     """
     with open(p, encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
             if not _is_data_line(line):
                 continue
-            fields = _split(line, delimiter)
-            if skip_header is None:
-                try:
-                    [float(v) for v in fields]
-                except ValueError:
-                    skip_header = True
-            if not skip_header:
+            fields = [v.strip() for v in _split(line, delimiter)]
+            if header is None:
+                text = [v for v in fields if not _is_number(v)]
+                if len(text) not in (0, len(fields)):
+                    raise ValueError(
+                        f"{p}: line {lineno}: the first row mixes numbers and text "
+                        f"({text[0]!r} is not a number); a header row must be all names "
+                        "and a data row all numbers. To skip it as a header, pass "
+                        "header=True (command line: --header)."
+                    )
+                header = bool(text)
+            if not header:
                 return 0, None
             if not any(_is_data_line(rest) for rest in f):
                 break
-            return lineno, [v.strip().strip('"').strip("'") for v in fields]
+            return lineno, [v.strip('"').strip("'") for v in fields]
     raise ValueError(f"{p}: file contains no data rows")
 
 
@@ -245,10 +277,10 @@ def _iter_csv(
     p: Path,
     chunk_size: int,
     delimiter: str | None = ",",
-    skip_header: bool | None = None,
+    header: bool | None = None,
     label_column: int | str | None = None,
 ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
-    header_line, names = _header_lines(p, delimiter, skip_header)
+    header_line, names = _header_lines(p, delimiter, header)
     n_cols: int | None = None
     row = 0
     with open(p, encoding="utf-8") as f:
@@ -288,8 +320,9 @@ def _iter_csv(
 def load_csv(
     path: PathLike,
     delimiter: str | None = ",",
-    skip_header: bool | None = None,
+    header: bool | None = None,
     label_column: int | str | None = None,
+    skip_header: bool | None = None,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Load a numeric delimited text file (CSV, TSV, whitespace-separated).
 
@@ -301,12 +334,17 @@ def load_csv(
         The text file.
     delimiter : str or None, default=","
         Field separator; None splits on any whitespace.
-    skip_header : bool or None, default=None
-        Skip the first line. None detects a header: the first non-blank line is
-        skipped when one of its fields is not a number.
+    header : bool or None, default=None
+        Whether the first non-blank, non-comment line is a header (skipped; its
+        fields name the columns). None applies the rule: it is a header when
+        all of its fields are non-numeric, data when all are numbers, and an
+        error naming the line when it mixes both. True or False overrides
+        the rule.
     label_column : int, str or None, default=None
         Column holding labels, by position (negative counts from the end) or by
         header name. It is removed from ``X`` and returned as ``y``.
+    skip_header : bool or None, default=None
+        The older name of ``header``.
 
     Returns
     -------
@@ -319,11 +357,14 @@ def load_csv(
     FileNotFoundError
         If the file does not exist.
     ValueError
-        If the file has no data rows, a non-numeric field or a row with a
-        different number of columns (the message names the line), or NaN/inf.
+        If the file is empty or has no data rows, a first row that mixes
+        numbers and text (with ``header=None``), a non-numeric field or a row
+        with a different number of columns (the message names the line), or
+        NaN/inf.
     """
     p = _existing_file(path)
-    header_line, names = _header_lines(p, delimiter, skip_header)
+    header = _header_option(header, skip_header)
+    header_line, names = _header_lines(p, delimiter, header)
     try:
         data = np.loadtxt(p, delimiter=delimiter, skiprows=header_line, ndmin=2, dtype=np.float64)
         col = _resolve_label_column(label_column, names, data.shape[1], p)
@@ -333,7 +374,7 @@ def load_csv(
         data = None
     if not ok:
         # Re-read in blocks: raises an error that names the offending line.
-        for _ in _iter_csv(p, 1 << 16, delimiter, skip_header, label_column):
+        for _ in _iter_csv(p, 1 << 16, delimiter, header, label_column):
             pass
         if data is None:  # pragma: no cover - the block reader found no fault
             raise ValueError(f"{p}: could not parse as numeric CSV")
@@ -500,7 +541,10 @@ def _arrow_to_numpy(
 def _parquet_columns(
     pq: Any, p: Path, columns: Sequence[str] | None, label_column: str | None
 ) -> list[str] | None:
-    names = pq.ParquetFile(p).schema_arrow.names
+    try:
+        names = pq.ParquetFile(p).schema_arrow.names
+    except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise ValueError(f"{p}: not a readable Parquet file ({exc})") from exc
     wanted = list(columns) if columns is not None else None
     if wanted is not None and label_column is not None and label_column not in wanted:
         wanted.append(label_column)
@@ -644,7 +688,7 @@ def iter_chunks(
         Yield ``(X_block, y_block)``, with ``y_block`` None where there are no
         labels.
     **kwargs
-        Format options: ``delimiter``, ``skip_header``, ``label_column`` (CSV);
+        Format options: ``delimiter``, ``header``, ``label_column`` (CSV);
         ``n_features``, ``zero_based`` (LIBSVM); ``columns``, ``label_column``
         (Parquet).
 
@@ -665,7 +709,8 @@ def iter_chunks(
         blocks: Iterator[tuple[Any, Any]] = _iter_npy(p, chunk_size, **kwargs)
     elif kind == "csv":
         kwargs = _csv_kwargs(p, kwargs)
-        _header_lines(p, kwargs.get("delimiter", ","), kwargs.get("skip_header"))
+        kwargs["header"] = _header_option(kwargs.get("header"), kwargs.pop("skip_header", None))
+        _header_lines(p, kwargs.get("delimiter", ","), kwargs["header"])
         blocks = _iter_csv(p, chunk_size, **kwargs)
     elif kind == "svm":
         blocks = _iter_svmlight(p, chunk_size, **kwargs)

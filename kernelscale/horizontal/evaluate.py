@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernelscale.kernels import make_kernel
 from kernelscale.metrics.lowrank import error_from_sums, is_centred
 from kernelscale.model import MODEL_TYPES
 from kernelscale.runtime import Cluster, Tagged
@@ -19,11 +20,73 @@ from kernelscale.runtime.chunks import map_chunks
 from kernelscale.runtime.steps import worker_step
 
 
+class StreamingModel:
+    """A fitted :class:`~kernelscale.streaming.StreamingKernelPCA` seen as a model.
+
+    Its scores are the projections of a point's lifted features (random Fourier
+    features for skpca/rnca, ``k(x, landmarks)`` whitened for nystrom) on the
+    top ``n_components`` orthonormal directions, uncentred; ``diag`` is the
+    kernel's ``k(x, x)``, as for :class:`~kernelscale.model.RandomFeaturePCAModel`.
+    It travels to the workers as the arrays of its model file.
+    """
+
+    model_type = "streaming_kpca"
+
+    def __init__(self, estimator):
+        self.estimator = estimator
+        self.kernel = make_kernel(estimator.kernel, gamma=estimator.gamma_)
+
+    @property
+    def n_components(self) -> int:
+        return int(self.estimator.n_components)
+
+    def transform(self, X) -> np.ndarray:
+        return self.estimator.transform(X)
+
+    def diag(self, X) -> np.ndarray:
+        return self.kernel.diag(X)
+
+    def to_arrays(self) -> tuple[dict, dict]:
+        from kernelscale.streaming.estimator import streaming_model_state
+
+        return streaming_model_state(self.estimator)
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, meta: dict) -> StreamingModel:
+        from kernelscale.streaming.estimator import streaming_model_from_state
+
+        return cls(streaming_model_from_state(arrays, meta))
+
+
+def _model_class(model_type: str):
+    return StreamingModel if model_type == StreamingModel.model_type else MODEL_TYPES[model_type]
+
+
+def evaluated_model(model):
+    """``model`` as :func:`distributed_error` ships it: a fitted model (``KernelPCAModel``,
+    ``RandomFeaturePCAModel``), an estimator's ``model_``, or a :class:`StreamingModel`."""
+    from kernelscale.streaming.estimator import StreamingKernelPCA
+
+    if isinstance(model, StreamingKernelPCA):
+        if not hasattr(model, "sketcher_"):
+            raise ValueError("This StreamingKernelPCA is not fitted yet; call fit or "
+                             "partial_fit first.")
+        return StreamingModel(model)
+    model = getattr(model, "model_", model)  # a fitted DistributedKernelPCA and the like
+    if getattr(model, "model_type", None) not in MODEL_TYPES or not hasattr(model, "to_arrays"):
+        raise TypeError(
+            "distributed_error measures a KernelPCAModel or RandomFeaturePCAModel (or an "
+            "estimator's model_) and a fitted StreamingKernelPCA; got "
+            f"{type(model).__name__}."
+        )
+    return model
+
+
 @worker_step
 def energy_step(state, message):
     """Worker: (n_i, sum k(a, a), sum ||transform(a)||^2[, sum transform(a)]), in chunks."""
     arrays, meta = message["model"]
-    model = MODEL_TYPES[meta["model_type"]].from_arrays(arrays, meta)
+    model = _model_class(meta["model_type"]).from_arrays(arrays, meta)
     X, chunk = state.data, message["scalars"]
     diag_sum = captured = 0.0
     projection_sum = np.zeros(model.n_components)
@@ -52,7 +115,13 @@ def distributed_error(cluster: Cluster, model, center_norm_sq: float | None = No
     centred model's error is centred on the evaluated data's own mean and needs
     ``center_norm_sq`` = ``||mu_X||^2`` of the evaluated data (see
     :func:`kernelscale.metrics.lowrank.kernel_mean_norm_sq`).
+
+    ``model`` is a fitted model (``KernelPCAModel``, ``RandomFeaturePCAModel``), a
+    fitted estimator with ``model_``, or a fitted ``StreamingKernelPCA`` (uncentred;
+    see :class:`StreamingModel`); anything else is a ``TypeError``. The values
+    are Python ``float`` (``n_samples`` an ``int``).
     """
+    model = evaluated_model(model)
     if is_centred(model) and center_norm_sq is None:
         raise ValueError("A centred model's error needs ||mu||^2 (center_norm_sq) of the "
                          "evaluated data.")

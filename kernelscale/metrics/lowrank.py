@@ -106,7 +106,8 @@ def error_from_sums(model, diag_sum, captured, n, center_norm_sq=None, X=None,
     ``diag_sum = sum_a k(a, a)``, ``captured = sum_a ||transform(a)||^2``. A centred
     model also needs ``center_norm_sq = ||mu_X||^2`` of the evaluated data (or
     ``X`` to compute it) and ``projection_sum = sum_a transform(a)``, which
-    recentre both terms on the evaluated data's mean (module docstring).
+    recentre both terms on the evaluated data's mean (module docstring). The
+    values are Python ``float``.
     """
     trace = diag_sum
     if is_centred(model):
@@ -121,6 +122,7 @@ def error_from_sums(model, diag_sum, captured, n, center_norm_sq=None, X=None,
         trace -= n * center_norm_sq
         projection_sum = np.asarray(projection_sum, dtype=float)
         captured -= float(projection_sum @ projection_sum) / n
+    trace, captured = float(trace), float(captured)  # Python floats, not numpy scalars
     return {"trace": trace, "captured": captured, "error": trace - captured}
 
 

@@ -247,6 +247,19 @@ def estimator_cluster(
     return make_cluster(parts, backend, client, **options), info, indices
 
 
+def _positive_seconds(text: str) -> float:
+    """argparse type of ``--timeout``: a finite number of seconds above 0."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
 def add_dask_args(parser) -> None:
     """Add ``--scheduler`` / ``--dask-workers`` (exclusive), ``--timeout`` and ``--jobs``.
 
@@ -257,8 +270,9 @@ def add_dask_args(parser) -> None:
     group.add_argument("--scheduler", help="run on an existing Dask cluster (tcp://host:8786)")
     group.add_argument("--dask-workers", type=int,
                        help="start a local Dask cluster of N single-threaded worker processes")
-    parser.add_argument("--timeout", type=float, default=None,
-                        help="Dask only: seconds a round may take before it fails (default 600)")
+    parser.add_argument("--timeout", type=_positive_seconds, default=None,
+                        help="Dask only: seconds to connect to --scheduler (default 30) and "
+                        "that a round may take before it fails (default 600)")
     parser.add_argument("--jobs", type=int, default=-1,
                         help="in-process threads, as scikit-learn's n_jobs (default -1: every "
                         "core; 1: one thread); ignored on Dask")
@@ -269,16 +283,27 @@ def cli_client(args):
     """The Dask client asked for by ``--scheduler`` / ``--dask-workers`` (``None``: in-process).
 
     A context manager: a local cluster started for ``--dask-workers`` stops at exit.
+    ``--timeout`` also bounds connecting to ``--scheduler``; a scheduler that cannot
+    be reached is an ``OSError`` naming it.
     """
     scheduler, n_workers = getattr(args, "scheduler", None), getattr(args, "dask_workers", None)
     if scheduler is None and n_workers is None:
         yield None
         return
-    with dask_client(scheduler, n_workers) as client:
+    timeout = getattr(args, "timeout", None)
+    try:
+        client = dask_client(scheduler, n_workers, timeout=timeout)
+    except (OSError, ValueError) as exc:  # unreachable, or not an address
+        if scheduler is None:
+            raise
+        raise OSError(f"cannot connect to the Dask scheduler at {scheduler} ({exc}); check "
+                      "--scheduler, or give it longer with --timeout") from exc
+    with client:
         yield client
 
 
-def dask_client(scheduler: str | None = None, n_workers: int | None = None):
+def dask_client(scheduler: str | None = None, n_workers: int | None = None,
+                timeout: float | None = None):
     """A ``distributed.Client``: to ``scheduler``, or to a new local cluster.
 
     Parameters
@@ -288,6 +313,9 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None):
     n_workers : int, optional
         Without ``scheduler``: start a local cluster of this many single-threaded
         worker processes (CLI ``--dask-workers``).
+    timeout : float, optional
+        Seconds to wait for the connection to ``scheduler`` (CLI ``--timeout``);
+        default: Dask's ``distributed.comm.timeouts.connect`` (30 s).
 
     Returns
     -------
@@ -302,7 +330,10 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None):
             "The Dask backend needs dask[distributed]: pip install 'kernelscale[dask]'."
         ) from exc
     if scheduler is not None:
-        return Client(scheduler)
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+        # An OSError (TimeoutError) when the scheduler cannot be reached in time.
+        return Client(scheduler) if timeout is None else Client(scheduler, timeout=timeout)
     if n_workers is None or n_workers < 1:
         raise ValueError("Give a scheduler address or a positive number of Dask workers.")
     # The client owns this local cluster: closing the client stops its workers.

@@ -314,12 +314,12 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         return preserved_dtypes(tags)
 
 
-def save_streaming_model(estimator: StreamingKernelPCA, path) -> None:
-    """Write a fitted estimator as ``.npz``: plain arrays plus a JSON ``params`` string.
+def streaming_model_state(estimator: StreamingKernelPCA) -> tuple[dict, dict]:
+    """A fitted estimator as plain arrays and a JSON-able dict (what the model file holds).
 
-    The JSON holds ``"model_type": "streaming_kpca"``, the estimator's parameters
+    The dict holds ``"model_type": "streaming_kpca"``, the estimator's parameters
     and the sketch's parameters (including the random-feature seed, from which
-    the feature map is rebuilt). No pickle is involved.
+    the feature map is rebuilt). :func:`streaming_model_from_state` inverts it.
     """
     check_is_fitted(estimator, "sketcher_")
     est_params = estimator.get_params()
@@ -332,7 +332,27 @@ def save_streaming_model(estimator: StreamingKernelPCA, path) -> None:
         "sketcher": estimator.sketcher_.params(),
         "n_features_in": int(estimator.n_features_in_),
     }
-    arrays = estimator.sketcher_.to_arrays()
+    return estimator.sketcher_.to_arrays(), meta
+
+
+def streaming_model_from_state(arrays: dict, meta: dict) -> StreamingKernelPCA:
+    """The estimator of :func:`streaming_model_state`'s ``(arrays, meta)``."""
+    estimator = StreamingKernelPCA(**meta["estimator"])
+    sketcher_params = meta["sketcher"]
+    estimator.sketcher_ = METHODS[sketcher_params["method"]].from_state(sketcher_params, arrays)
+    estimator.n_features_in_ = int(meta["n_features_in"])
+    estimator._update_counts()
+    return estimator
+
+
+def save_streaming_model(estimator: StreamingKernelPCA, path) -> None:
+    """Write a fitted estimator as ``.npz``: plain arrays plus a JSON ``params`` string.
+
+    The JSON holds ``"model_type": "streaming_kpca"``, the estimator's parameters
+    and the sketch's parameters (including the random-feature seed, from which
+    the feature map is rebuilt). No pickle is involved.
+    """
+    arrays, meta = streaming_model_state(estimator)
     np.savez(path, params=np.array(json.dumps(meta)), **arrays)
 
 
@@ -350,9 +370,4 @@ def load_streaming_model(path) -> StreamingKernelPCA:
         raise ValueError(
             f"{path} holds a {meta.get('model_type')!r} model, not {MODEL_TYPE!r}."
         )
-    estimator = StreamingKernelPCA(**meta["estimator"])
-    sketcher_params = meta["sketcher"]
-    estimator.sketcher_ = METHODS[sketcher_params["method"]].from_state(sketcher_params, arrays)
-    estimator.n_features_in_ = int(meta["n_features_in"])
-    estimator._update_counts()
-    return estimator
+    return streaming_model_from_state(arrays, meta)

@@ -15,10 +15,18 @@ through this machine. Writes the training samples' coordinates (``--out``,
 from __future__ import annotations
 
 import argparse
-import sys
+from functools import partial
 
 import numpy as np
 
+from kernelscale.cli_common import (
+    UsageError,
+    add_header_arg,
+    load_options,
+    positive_float,
+    positive_int,
+    print_error,
+)
 from kernelscale.runtime import WorkerError
 from kernelscale.runtime.build import add_dask_args, cli_client
 from kernelscale.vertical.oneshot import VERTICAL_KERNELS
@@ -47,22 +55,27 @@ def add_subcommand(subparsers) -> None:
         "--data",
         nargs="+",
         required=True,
-        help="one file (split by --blocks) or one file per party",
+        help="one .npy, .csv/.txt or Parquet file (split by --blocks) or one file per "
+        "party (same rows, same order); dense data only",
     )
+    add_header_arg(p)
     p.add_argument("--blocks", default="2", help="parties: an int (even) or sizes '3,5,2'")
-    p.add_argument("--kernel", default="rbf", choices=list(VERTICAL_KERNELS))
+    p.add_argument("--kernel", default="rbf", choices=list(VERTICAL_KERNELS),
+                   help="kernel function (default rbf)")
     p.add_argument(
         "--gamma",
-        type=float,
+        type=positive_float,
         default=None,
         help="kernel scale, default 1/d; the paper's exp(-|x-y|^2/s^2) is 1/s^2",
     )
-    p.add_argument("--degree", type=int, default=3)
-    p.add_argument("--coef0", type=float, default=1.0)
-    p.add_argument("--n-components", type=int, default=2)
+    p.add_argument("--degree", type=int, default=3, help="poly degree (default 3)")
+    p.add_argument("--coef0", type=float, default=1.0,
+                   help="poly/sigmoid: the constant c added to gamma <x, y> (default 1)")
+    p.add_argument("--n-components", type=positive_int, default=2,
+                   help="k, the number of principal components (default 2)")
     p.add_argument(
         "--n-local-components",
-        type=int,
+        type=positive_int,
         default=None,
         help="eigenpairs each party sends (default n-components + 1)",
     )
@@ -81,14 +94,16 @@ def run(args: argparse.Namespace) -> int:
     from kernelscale.vertical.estimator import VerticalKernelPCA
 
     try:
+        options = load_options(args.data, args.header)
         if len(args.data) == 1:
-            X = load(args.data[0])
+            X = load(args.data[0], **options[0])
             if not isinstance(X, np.ndarray):
                 raise ValueError(
                     "vertical kernel PCA needs dense data; sparse files are not supported."
                 )
-        else:  # one file per party, read by the party (the paths are loaders)
-            X = list(args.data)
+        else:  # one file per party, read by the party (paths or partials are loaders)
+            X = [partial(load, path, **opts) if opts else path
+                 for path, opts in zip(args.data, options, strict=True)]
         blocks = _blocks(args.blocks)
         estimator = VerticalKernelPCA(
             n_components=args.n_components,
@@ -105,8 +120,8 @@ def run(args: argparse.Namespace) -> int:
             n_jobs=args.jobs,
         )
         estimator.fit(X)
-    except (ValueError, TypeError, FileNotFoundError, OSError, WorkerError) as exc:
-        print(f"kernelscale vertical: {exc}", file=sys.stderr)
+    except (ValueError, TypeError, OSError, WorkerError, UsageError) as exc:
+        print_error(exc)
         return 2
     embedding = estimator.model_.training_embedding()
     if args.out:
