@@ -107,8 +107,8 @@ def libsvm_path(name: str, data_home: str | os.PathLike[str] | None = None) -> P
     name : str
         A key of :data:`LIBSVM_SETS`.
     data_home : str, path-like or None, default=None
-        The cache folder; None is :func:`sklearn.datasets.get_data_home`.
-        Nothing is created.
+        The cache folder; None is :func:`sklearn.datasets.get_data_home`
+        (which creates that folder if needed; nothing else is created).
 
     Returns
     -------
