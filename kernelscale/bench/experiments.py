@@ -6,6 +6,12 @@ distance, polynomial degree q = 4, arc-cosine degree 2, power-law partitions
 over 50 workers (10 on the 1,797 digits). The papers' large data sets cannot
 be downloaded here; the Gaussian-mixture (HIGGS-like, d = 28) and Zipf
 bag-of-words (d = 100,000) stand-ins of :mod:`kernelscale.datasets` replace them.
+
+An experiment may also name its data: ``Experiment(dataset="letter", ...)``
+loads any name of :data:`kernelscale.datasets.DATASETS` (the bundled UCI sets
+letter, satellite and spam, digits, the stand-ins, the cached LIBSVM sets)
+through :func:`kernelscale.datasets.load_dataset`, with ``dataset_options``
+such as ``{"n_samples": 2000}`` (a random subset) for ``quick``.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 from functools import partial
 
 from kernelscale.bench.spec import Experiment, Method, diskpca_methods
-from kernelscale.datasets import load_digits_standardized, make_gaussian_mixture, make_sparse_bow
+from kernelscale.datasets import load_dataset
 
 PAPER = {"embedding_dim": 50, "row_sketch_dim": 250, "n_random_features": 2000}
 # Large runs: leverage-score embedding in float32 (sampling probabilities only).
@@ -25,15 +31,16 @@ EXACT = Method("exact KPCA (all data to master)", "exact", budgeted=False)
 
 
 def digits():
-    return load_digits_standardized()[0]
+    return load_dataset("digits")[0]
 
 
 def gaussian_mixture(n_samples: int):
-    return make_gaussian_mixture(n_samples, 28, random_state=0)
+    return load_dataset("gaussian_mixture", n_samples=n_samples, n_features=28, random_state=0)[0]
 
 
 def sparse_bow(n_samples: int, n_features: int = 100_000):
-    return make_sparse_bow(n_samples, n_features, nnz_per_row=100, random_state=0)
+    return load_dataset("sparse_bow", n_samples=n_samples, n_features=n_features,
+                        nnz_per_row=100, random_state=0)[0]
 
 
 def _small(name, kernel, description, **extra):

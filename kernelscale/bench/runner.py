@@ -230,7 +230,7 @@ def _run_experiment(exp: Experiment, out_dir, quiet: bool, blas_threads) -> Path
     out_dir = Path(out_dir) if out_dir is not None else RESULTS_ROOT / exp.name
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    X = exp.dataset()
+    X = exp.load_data()
     data_seconds = time.perf_counter() - start
     kernel = resolve_kernel(exp.kernel, X)
     reference, reference_seconds = None, 0.0
@@ -255,6 +255,8 @@ def _run_experiment(exp: Experiment, out_dir, quiet: bool, blas_threads) -> Path
             handle.flush()
             bar.update()
     meta = {"experiment": exp.name, "description": exp.description,
+            "dataset": exp.dataset if isinstance(exp.dataset, str) else None,
+            "dataset_options": exp.dataset_options,
             "n_samples": int(X.shape[0]), "n_features": int(X.shape[1]),
             "sparse": bool(sp.issparse(X)), "kernel": kernel.to_dict(),
             "n_components": exp.n_components, "center": exp.center,

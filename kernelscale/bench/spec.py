@@ -1,6 +1,7 @@
 """Declarative experiment specs: what to run, not how.
 
-An :class:`Experiment` names a dataset factory, a kernel rule, the methods,
+An :class:`Experiment` names a dataset (a name of
+:data:`kernelscale.datasets.DATASETS` or a factory), a kernel rule, the methods,
 the swept landmark budget, the seeds, the worker counts and the partition
 rule. :func:`kernelscale.bench.runner.run_experiment` turns it into one CSV
 row per (workers, method, budget, seed).
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+
+from kernelscale.datasets import DATASETS, load_dataset
 
 METHOD_FUNCTIONS = ("diskpca", "uniform_dislr", "uniform_batch", "exact", "random_features",
                     "sklearn_kpca")
@@ -61,8 +64,11 @@ class Experiment:
     ----------
     name : str
         Results go to ``benchmarks/results/<name>/``.
-    dataset : callable
-        ``dataset() -> X`` (dense array or CSR), deterministic.
+    dataset : str or callable
+        A name of :data:`kernelscale.datasets.DATASETS` (``'letter'``,
+        ``'spam'``...), loaded by :func:`kernelscale.datasets.load_dataset`
+        with :attr:`dataset_options`; or ``dataset() -> X`` (dense array or
+        CSR), deterministic.
     kernel : dict
         :func:`kernelscale.kernels.make_kernel` arguments; ``sigma_scale`` (with
         ``name='rbf'``) means ``sigma = sigma_scale x`` the median pairwise
@@ -85,7 +91,11 @@ class Experiment:
     description : str
         One line for the summary.
     quick : dict
-        Field overrides for ``--quick`` (a smoke run of a few seconds).
+        Field overrides for ``--quick`` (a smoke run of a few seconds), e.g.
+        ``{"dataset_options": {"n_samples": 2000}}`` for a subset of a named set.
+    dataset_options : dict
+        Options for :func:`~kernelscale.datasets.load_dataset` when
+        ``dataset`` is a name (``n_samples``, ``random_state``, ``standardize``...).
     """
 
     name: str
@@ -101,7 +111,40 @@ class Experiment:
     reference: bool = False
     description: str = ""
     quick: dict = field(default_factory=dict)
+    dataset_options: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.dataset, str):
+            if self.dataset not in DATASETS:
+                raise ValueError(f"Unknown data set {self.dataset!r}; choose one of "
+                                 f"{', '.join(DATASETS)}.")
+        elif not callable(self.dataset):
+            raise TypeError(f"dataset must be a data set name or a callable, got "
+                            f"{self.dataset!r}")
+        elif self.dataset_options:
+            raise ValueError("dataset_options apply to a named data set only; "
+                             "bind a callable's arguments with functools.partial")
+
+    def load_data(self, return_labels: bool = False):
+        """The experiment's data ``X`` (``(X, y)`` with ``return_labels``).
+
+        ``y`` is None where there are no labels: a callable dataset, or a named
+        set without labels (``'sparse_bow'``).
+        """
+        if isinstance(self.dataset, str):
+            X, y = load_dataset(self.dataset, **self.dataset_options)
+        else:
+            X, y = self.dataset(), None
+        return (X, y) if return_labels else X
 
     def quick_version(self) -> Experiment:
-        """The ``--quick`` variant: this spec with :attr:`quick` applied."""
-        return replace(self, **self.quick, quick={})
+        """The ``--quick`` variant: this spec with :attr:`quick` applied.
+
+        ``dataset_options`` in :attr:`quick` update the spec's own (a quick run
+        of ``standardize=True`` data stays standardised).
+        """
+        overrides = dict(self.quick)
+        if "dataset_options" in overrides and "dataset" not in overrides:
+            overrides["dataset_options"] = {**self.dataset_options,
+                                            **overrides["dataset_options"]}
+        return replace(self, **overrides, quick={})
