@@ -80,9 +80,9 @@ def _add_fit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--embedding-dtype", default="float64", choices=["float64", "float32"],
                    help="precision of disKPCA's leverage-score embedding: float32 halves its "
                    "memory; it only sets sampling probabilities (default float64)")
-    p.add_argument("--center", action="store_true",
-                   help="centre in feature space, as scikit-learn's KernelPCA (default: "
-                   "uncentred, the papers' setting)")
+    p.add_argument("--center", action=argparse.BooleanOptionalAction, default=True,
+                   help="centre in feature space, as scikit-learn's KernelPCA and "
+                   "DistributedKernelPCA do (default); --no-center is the papers' setting")
     p.add_argument("--seed", type=int, default=0,
                    help="random seed of the split, sampling and features (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

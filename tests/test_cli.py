@@ -535,3 +535,12 @@ def test_no_note_when_the_fit_sends_less_than_the_data(tmp_path, capsys):
                  "--method", "uniform_batch", "--gamma", "0.05"]) == 0
     captured = capsys.readouterr()
     assert _fit_words(captured.out) < 3000 * 20 and captured.err == ""
+
+
+def test_fit_centres_by_default_like_the_estimator():
+    from kernelscale.cli import build_parser
+
+    base = ["fit", "--data", "x.npy", "--out", "m.npz"]
+    assert build_parser().parse_args(base).center is True
+    assert build_parser().parse_args([*base, "--no-center"]).center is False
+    assert build_parser().parse_args(["demo"]).center is True
