@@ -54,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from kernelscale.runtime.cluster import Cluster, WorkerError
-from kernelscale.runtime.ledger import Tagged
+from kernelscale.runtime.ledger import DOWN, UP, Message, Tagged
 from kernelscale.runtime.steps import step_name
 from kernelscale.runtime.validation import describe_partition
 
@@ -122,6 +122,20 @@ class FlowerCluster(Cluster):
         ServerApp connects back to it).
     insecure : bool, default=True
         Talk to the SuperLink without TLS (Flower's ``insecure = true``).
+    secure_rounds : None, "all" or iterable of str, default=None
+        Summed rounds (``reduce="sum"``) to run through Flower's SecAgg+ so that
+        the server learns only the sum: ``"all"`` of them, or those named. Their
+        sums are approximate (see :mod:`kernelscale.runtime.flower_secagg`) and
+        their uploads are counted under the kinds ``secure_sum`` and ``secagg``.
+    secure_range : float, default=1e4
+        Every number of a secure reply must lie in ``[-secure_range, secure_range]``
+        (a client whose reply does not fails the round).
+    secure_levels : int, default=2**24
+        Quantisation levels over that range: the sum is off by at most
+        ``2 secure_range / secure_levels`` per client and entry. At most
+        ``2**32 / secure_levels`` clients.
+    secure_threshold : float, default=2/3
+        SecAgg+'s reconstruction threshold, as a fraction of the clients.
 
     Attributes
     ----------
@@ -131,18 +145,33 @@ class FlowerCluster(Cluster):
         Workers dropped with ``lost="drop"``.
     startup_seconds : float
         From ``flwr run`` to knowing every node.
+    secure_views : dict
+        ``{round: {worker: [masked arrays]}}`` of the last secure round of each
+        name: what the server received (for checks that nothing is readable).
     """
 
     def __init__(self, superlink: str, n_workers: int, *, data_key: str = "partition-path",
                  timeout: float = 600.0, lost: str = "error", start_timeout: float = 180.0,
-                 relay_host: str = "127.0.0.1", insecure: bool = True):
+                 relay_host: str = "127.0.0.1", insecure: bool = True,
+                 secure_rounds=None, secure_range: float = 1e4, secure_levels: int = 2**24,
+                 secure_threshold: float = 2 / 3):
         if lost not in LOST_POLICIES:
             raise ValueError(f"lost must be one of {LOST_POLICIES}, got {lost!r}.")
         if not timeout > 0 or not start_timeout > 0:
             raise ValueError("timeout and start_timeout must be positive numbers of seconds.")
         if shutil.which("flwr") is None:
             raise ImportError("backend='flower' needs Flower: pip install 'kernelscale[flower]'.")
+        if secure_rounds is not None and not 2**32 // int(secure_levels) >= n_workers:
+            raise ValueError(f"secure_levels={secure_levels} leaves room for fewer than "
+                             f"{n_workers} clients in SecAgg+'s 2**32 modulus.")
+        if secure_rounds is not None and n_workers < 2:
+            raise ValueError("A secure sum needs at least two clients.")
         super().__init__(n_workers)
+        self.secure_rounds = (secure_rounds if secure_rounds in (None, "all")
+                              else frozenset(secure_rounds))
+        self.secure_range, self.secure_levels = float(secure_range), int(secure_levels)
+        self.secure_threshold = float(secure_threshold)
+        self.secure_views: dict = {}
         self.superlink, self.data_key = str(superlink), str(data_key)
         self.timeout, self.lost = float(timeout), lost
         self.lost_workers: set[int] = set()
@@ -298,14 +327,27 @@ class FlowerCluster(Cluster):
                 events[event["index"]] = (kind, event["reason"])
 
     # ------------------------------------------------------------------ rounds
+    def is_secure(self, round: str) -> bool:
+        """Does the summed round ``round`` go through SecAgg+?"""
+        return self.secure_rounds == "all" or (
+            self.secure_rounds is not None and round in self.secure_rounds)
+
     def scatter_map(self, step, per_worker_args, round, kind="model", reply_kind="sketch",
                     reduce=None):
+        if reduce == "sum" and self.is_secure(round):
+            return self._secure_round(step, per_worker_args, round, kind)
         self._reduce = reduce
+        skipped, first = set(self.lost_workers), len(self.ledger._messages)
         try:
             result = super().scatter_map(step, per_worker_args, round=round, kind=kind,
                                          reply_kind=reply_kind, reduce=reduce)
         finally:
             self._reduce = None
+            if skipped:  # nothing was sent to the nodes dropped before this round
+                recorded = self.ledger._messages
+                recorded[first:] = [m for m in recorded[first:]
+                                    if not (m.direction == DOWN and m.round == round
+                                            and m.worker in skipped)]
         if reduce == "sum" and self.lost_workers and result is not None:
             result = _scale(result, self._rescale())
         return result
@@ -365,6 +407,62 @@ class FlowerCluster(Cluster):
             reply, seconds = replies.get(worker, (None, 0.0))
             deliver(worker, reply, seconds)
 
+    def _secure_round(self, step, per_worker_args, round, kind):
+        """A summed round through SecAgg+: counts, times and returns only the sum."""
+        from kernelscale.runtime import codec
+        from kernelscale.runtime.flower_app import to_bytes
+        from kernelscale.runtime.flower_secagg import from_npy
+
+        name = step_name(step)
+        if len(per_worker_args) != self.n_workers:
+            raise ValueError(f"scatter_map got {len(per_worker_args)} argument tuples "
+                             f"for {self.n_workers} workers.")
+        if self.lost_workers:
+            raise WorkerError(min(self.lost_workers), round, "a secure sum needs every client")
+        start = time.perf_counter()
+        master_seconds = start - self._idle_since
+        for worker, args in enumerate(per_worker_args):
+            for arg in args:
+                self.ledger.record(round, self._phase, DOWN, kind, worker, arg)
+        contents = [self._records(
+            {"op": "step", "step": name, "round": round, "epoch": self._epoch, "worker": w,
+             "data-key": self.data_key, "secure-range": self.secure_range},
+            tuple(per_worker_args[w])) for w in range(self.n_workers)]
+        header = {"op": "secure_sum", "round": round, "timeout": self.timeout,
+                  "secure_range": self.secure_range, "secure_levels": self.secure_levels,
+                  "threshold": max(2, round_half(self.secure_threshold * self.n_workers)),
+                  "messages": [[int(n), "train"] for n in self.node_ids]}
+        try:
+            reply = self._request(header, [to_bytes(c) for c in contents])
+            worker_of = {node: w for w, node in enumerate(self.node_ids)}
+            sums = [from_npy(self._connection.recv_bytes()) for _ in range(reply["n_sum"])]
+            view = {}
+            for node in sorted(int(n) for n in reply["masked"]):
+                view[worker_of[node]] = [from_npy(self._connection.recv_bytes())
+                                         for _ in range(reply["masked"][str(node)])]
+        finally:
+            self._idle_since = time.perf_counter()
+        self.secure_views[round] = view
+        missing = [w for w, node in enumerate(self.node_ids) if node not in reply["answered"]]
+        if missing or reply["tree"] is None:
+            worker = min(missing) if missing else 0
+            raise WorkerError(worker, round, "the secure sum failed: node "
+                              f"{self.node_ids[worker]} did not complete SecAgg+ "
+                              f"({'; '.join(reply['failures']) or 'no reply'})")
+        for stage, node, direction, kind_, words, nbytes in reply["transcript"]:
+            # the masked uploads under the round, SecAgg+'s own messages under its stages
+            name = round if kind_ == "secure_sum" else f"{round} (SecAgg+ {stage})"
+            if words:
+                self.ledger.extend([Message(
+                    name, self._phase, DOWN if direction == "down" else UP, kind_,
+                    worker_of[int(node)], int(words), int(nbytes))])
+        seconds = self._idle_since - start
+        worker_seconds = [reply["seconds"].get(str(n), 0.0) for n in self.node_ids]
+        self.ledger.record_time(round, self._phase, master_seconds, seconds, worker_seconds)
+        for listener in self._listeners:
+            listener(round, self._phase, seconds)
+        return codec.decode(reply["tree"], sums)
+
     # ------------------------------------------------------------------ shutdown
     def close(self) -> None:
         """End the Flower run (the ServerApp returns) and remove the temporary files."""
@@ -394,6 +492,10 @@ def _scale(value, factor: float):
     if isinstance(value, (list, tuple)):
         return type(value)(_scale(v, factor) for v in value)
     return value * factor
+
+
+def round_half(x: float) -> int:
+    return int(np.floor(x + 0.5))
 
 
 def _flwr() -> str:

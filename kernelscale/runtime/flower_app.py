@@ -15,6 +15,10 @@ process for every message, so the worker's state between rounds (the
 attributes the steps set on :class:`~kernelscale.runtime.WorkerState`) is kept,
 encoded, in the ClientApp's ``context.state``, which stays on the SuperNode.
 
+A ``train`` message is a secure round: SecAgg+ (``secaggplus_mod``) wraps the
+same step so that the server receives only masked vectors
+(:mod:`kernelscale.runtime.flower_secagg`).
+
 ServerApp (the relay). The master function runs in the user's process
 (:class:`~kernelscale.runtime.flower.FlowerCluster`); the ServerApp connects back
 to it (address and key file in the run config) and turns each of its requests
@@ -30,6 +34,7 @@ import traceback
 from multiprocessing.connection import Client
 
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.client.mod import secaggplus_mod
 from flwr.clientapp import ClientApp
 from flwr.common import serde
 from flwr.proto.recorddict_pb2 import RecordDict as RecordDictProto
@@ -96,6 +101,14 @@ def handle_query(message: Message, context: Context) -> Message:
     except Exception as exc:  # the server gets one line naming the failure
         out = RecordDict({HEADER: ConfigRecord({"error": f"{type(exc).__name__}: {exc}"})})
     return Message(out, reply_to=message)
+
+
+@client_app.train(mods=[secaggplus_mod])
+def handle_train(message: Message, context: Context) -> Message:
+    """A secure round: our step inside SecAgg+'s collect stage (``flower_secagg``)."""
+    from kernelscale.runtime.flower_secagg import handle_secure_train
+
+    return handle_secure_train(message, context)
 
 
 def _hello(context: Context, data_key: str) -> dict:
