@@ -54,7 +54,7 @@ def decode(tree: str, arrays: Sequence[np.ndarray]):
 def _array(value: np.ndarray, arrays: list) -> int:
     if value.dtype.kind not in "biufc":
         raise TypeError(f"Cannot send an array of dtype {value.dtype} (numbers and bools only).")
-    arrays.append(np.ascontiguousarray(value))
+    arrays.append(value if value.flags.c_contiguous else value.copy(order="C"))
     return len(arrays) - 1
 
 

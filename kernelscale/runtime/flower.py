@@ -39,6 +39,7 @@ evaluation), a lost node still raises.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import secrets
@@ -159,7 +160,7 @@ class FlowerCluster(Cluster):
             raise ValueError(f"lost must be one of {LOST_POLICIES}, got {lost!r}.")
         if not timeout > 0 or not start_timeout > 0:
             raise ValueError("timeout and start_timeout must be positive numbers of seconds.")
-        if shutil.which("flwr") is None:
+        if importlib.util.find_spec("flwr") is None:
             raise ImportError("backend='flower' needs Flower: pip install 'kernelscale[flower]'.")
         if secure_rounds is not None and not 2**32 // int(secure_levels) >= n_workers:
             raise ValueError(f"secure_levels={secure_levels} leaves room for fewer than "
@@ -281,9 +282,13 @@ class FlowerCluster(Cluster):
         return self._receive()
 
     def _receive(self) -> dict:
-        if not self._connection.poll(self.timeout + 120.0):
-            raise TimeoutError("The kernelscale ServerApp stopped answering.")
-        reply = json.loads(self._connection.recv_bytes())
+        try:
+            if not self._connection.poll(self.timeout + 120.0):
+                raise TimeoutError("The kernelscale ServerApp stopped answering.")
+            reply = json.loads(self._connection.recv_bytes())
+        except (EOFError, OSError) as exc:
+            raise RuntimeError("The kernelscale ServerApp closed the connection (did the "
+                               f"Flower run stop?).\n{self._run_log()}") from exc
         if reply.get("event") == "failed":
             raise RuntimeError(f"The kernelscale ServerApp failed: {reply['reason']}")
         return reply
