@@ -119,10 +119,13 @@ class FederatedKernelKMeans(_EmbeddingClustering):
     dropout : float, default=0.0
         Fraction of clients that do not answer a round.
     chunk_size : int, default=4096
-    backend : {'local', 'dask'}, default='local'
-        Run the clients in-process, or each in a Dask actor (same result, same words).
-    client : distributed.Client, optional
-        The Dask client for ``backend='dask'``.
+    backend : {'local', 'dask', 'flower'}, default='local'
+        Run the clients in-process, each in a Dask actor, or each on a Flower
+        SuperNode (same result, same words). With ``'flower'``, ``fit(None)``:
+        ``n_workers`` SuperNodes hold the data (see ``docs/federated.md``).
+    client : distributed.Client or str, optional
+        The Dask client for ``backend='dask'``; the SuperLink's ``host:port`` for
+        ``backend='flower'``.
     retry_lost : bool, default=False
         Dask only: rebuild a partition whose worker died on a live worker (replaying
         its earlier steps; the extra words go to the phase 'recovery') instead of
@@ -259,9 +262,11 @@ class DistributedSpectralClustering(_EmbeddingClustering):
     n_refine : int, default=10
     n_workers : int, default=5
     partition : {'power_law', 'uniform', 'label'}, default='power_law'
-    backend : {'local', 'dask'}, default='local'
-    client : distributed.Client, optional
-        The Dask client for ``backend='dask'``.
+    backend : {'local', 'dask', 'flower'}, default='local'
+        As in :class:`FederatedKernelKMeans`.
+    client : distributed.Client or str, optional
+        The Dask client for ``backend='dask'``; the SuperLink's ``host:port`` for
+        ``backend='flower'``.
     retry_lost : bool, default=False
         Dask only: rebuild a partition whose worker died on a live worker (replaying
         its earlier steps; the extra words go to the phase 'recovery') instead of

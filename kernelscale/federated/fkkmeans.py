@@ -57,13 +57,40 @@ def moment_step(state):
     return Tagged(scalars=np.array([X.shape[0], sq]), sketch=col_sum)
 
 
-def paper_gamma(cluster: Cluster) -> float:
+MIN_ROWS_FOR_GAMMA = 2
+GAMMA_ROUND = "gamma: moments"
+
+
+def paper_gamma(cluster: Cluster, n_rows=None, min_rows: int = MIN_ROWS_FOR_GAMMA) -> float:
     """``gamma = N^2 / (2 sum_ij ||x_i - x_j||^2)`` exactly, from per-worker sums.
 
     Uses ``sum_ij ||x_i - x_j||^2 = 2 N sum_i ||x_i||^2 - 2 ||sum_i x_i||^2``, so
     each worker sends ``d + 2`` words and no distance crosses the network.
+
+    Privacy: each client uploads its row count, its sum of squared norms and its
+    column sum; for a client holding one row, that column sum *is* its row. So
+    when ``n_rows`` (rows per client) is given, a client with fewer than
+    ``min_rows`` rows is refused with a ValueError before anything is sent,
+    unless the cluster adds this round up securely (a
+    :class:`~kernelscale.runtime.flower.FlowerCluster` with ``secure_rounds``
+    naming ``"gamma: moments"``, where the server learns only the totals).
+
+    Raises
+    ------
+    ValueError
+        A client below ``min_rows`` rows (see above), or all points identical.
     """
-    moments = cluster.broadcast_map(moment_step, round="gamma: moments", reduce="sum")
+    is_secure = getattr(cluster, "is_secure", None)
+    if n_rows is not None and not (is_secure is not None and is_secure(GAMMA_ROUND)):
+        small = [i for i, n in enumerate(n_rows) if n < min_rows]
+        if small:
+            raise ValueError(
+                f"Client(s) {small} hold fewer than {min_rows} rows: the paper's gamma rule "
+                "would upload their column sums, i.e. their raw rows. Pass gamma= explicitly, "
+                "give every client more rows, or sum this round securely (backend='flower' "
+                "with secure_rounds=['gamma: moments'])."
+            )
+    moments = cluster.broadcast_map(moment_step, round=GAMMA_ROUND, reduce="sum")
     n, sq = moments["scalars"]
     total = moments["sketch"]
     pair_sum = 2.0 * n * sq - 2.0 * float(total @ total)
@@ -393,7 +420,10 @@ def fk_kmeans(
     n_refine : int
         Lloyd refinement rounds of the coreset candidates on all points (0: the paper's protocol).
     gamma : float or None
-        RBF parameter; ``None``: the paper's rule from per-worker sums.
+        RBF parameter; ``None``: the paper's rule from per-worker sums (refused
+        for clients of fewer than ``MIN_ROWS_FOR_GAMMA`` rows, whose sums would
+        be their rows, unless the round is summed securely: see
+        :func:`paper_gamma`).
     dropout : float
         Fraction of clients that do not answer a round (see the module docstring).
     collect_labels : bool
@@ -426,7 +456,7 @@ def fk_kmeans(
                     coreset_size, dropout, gamma)
     rng = as_generator(random_state)
     # Kernel parameter by the rule of section 6.1 of 003.
-    gamma = paper_gamma(cluster) if gamma is None else float(gamma)
+    gamma = paper_gamma(cluster, info.n_rows) if gamma is None else float(gamma)
     # Steps 4-18: DSPGD with CEM, leaving H[m] on each client.
     trace = dspgd_cem(
         cluster, int(n_clusters), int(s), n_rows=info.n_rows, n_features=info.n_features,

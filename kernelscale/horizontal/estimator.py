@@ -161,16 +161,19 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         Ridge of the pre-image map (``fit_inverse_transform=True``).
     chunk_size : int, default=4096
         Rows a worker processes at once.
-    backend : {'local', 'dask'}, default='local'
-    client : distributed.Client, optional
-        The Dask client for ``backend='dask'``.
+    backend : {'local', 'dask', 'flower'}, default='local'
+        Workers in-process, in Dask actors, or on Flower SuperNodes (``fit(None)``:
+        ``n_workers`` SuperNodes hold the data, see ``docs/federated.md``).
+    client : distributed.Client or str, optional
+        The Dask client for ``backend='dask'``; the SuperLink's ``host:port`` for
+        ``backend='flower'``.
     retry_lost : bool, default=False
         Dask only: when a worker dies, re-create its partition on a live worker
         (reloaded from its loader, scattered again from the client's array, or
         recomputed by Dask for a dask array chunk), replay its earlier steps and
         repeat the round; the extra traffic is counted under the phase 'recovery'.
     timeout : float, optional
-        Dask only: seconds a round may take before it fails with a
+        Dask and Flower: seconds a round may take before it fails with a
         ``WorkerError`` (default: the runtime's 600 s).
     n_jobs : int or None, default=None
         In-process only: threads for the workers' steps and their row chunks,

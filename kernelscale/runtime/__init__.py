@@ -1,4 +1,8 @@
-"""The protocol runtime: clusters of workers and the ledger that counts their messages."""
+"""The protocol runtime: clusters of workers and the ledger that counts their messages.
+
+Backends: :class:`LocalCluster` (in-process), :class:`DaskCluster` and
+:class:`FlowerCluster` (Flower SuperNodes; needs ``kernelscale[flower]``).
+"""
 
 from kernelscale.runtime.build import BACKENDS, dask_client, make_cluster
 from kernelscale.runtime.cluster import (
@@ -10,12 +14,14 @@ from kernelscale.runtime.cluster import (
     worker_seeds,
 )
 from kernelscale.runtime.dask import DaskCluster
+from kernelscale.runtime.flower import FlowerCluster
 from kernelscale.runtime.ledger import DOWN, KINDS, UP, Ledger, Message, Tagged, count_words
 from kernelscale.runtime.validation import PartitionInfo, as_float_matrix, validate_cluster
 
 __all__ = [
     "BACKENDS",
     "DaskCluster",
+    "FlowerCluster",
     "dask_client",
     "make_cluster",
     "DOWN",

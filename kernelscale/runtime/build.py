@@ -1,9 +1,10 @@
 """Turn what the user holds into a :class:`~kernelscale.runtime.Cluster`.
 
 Estimators and the CLI call :func:`make_cluster` so that every algorithm runs
-in-process or on Dask with one argument::
+in-process, on Dask or on Flower with one argument::
 
     cluster = make_cluster(partitions, backend="dask", client=client)
+    cluster = make_cluster(3, backend="flower", client="127.0.0.1:9093")  # 3 SuperNodes
 
 The horizontal estimators (``DistributedKernelPCA``, ``FederatedKernelKMeans``,
 ``DistributedSpectralClustering``) build their cluster with
@@ -26,7 +27,7 @@ import scipy.sparse as sp
 from kernelscale.runtime.cluster import Cluster, LocalCluster, effective_n_jobs
 from kernelscale.runtime.validation import PartitionInfo, validate_cluster
 
-BACKENDS = ("local", "dask")
+BACKENDS = ("local", "dask", "flower")
 FLOAT_DTYPES = [np.float64, np.float32]
 
 
@@ -79,16 +80,20 @@ def make_cluster(
 
     Parameters
     ----------
-    data : list of arrays or CSR matrices, list of loaders, dask array or Cluster
-        One partition per worker. A loader is a file path (.npy memory-mapped,
+    data : list of arrays or CSR matrices, list of loaders, dask array, Cluster or int
+        One partition per worker. With ``backend="flower"`` the partitions are
+        on the SuperNodes (each reads the file named in its node config) and
+        ``data`` is their number. A loader is a file path (.npy memory-mapped,
         .csv, LIBSVM, Parquet; read with ``kernelscale.datasets.load``) or a
         picklable callable returning the partition; on Dask it runs on the
         worker, so the data never passes through the client. A dask array's row
         chunks are the partitions. A ``Cluster`` is returned unchanged.
-    backend : {"local", "dask"}, default="local"
-        In-process workers, or one Dask actor per partition.
-    client : distributed.Client, optional
-        Required with ``backend="dask"`` (see :func:`dask_client`).
+    backend : {"local", "dask", "flower"}, default="local"
+        In-process workers, one Dask actor per partition, or one Flower
+        SuperNode per partition (:class:`~kernelscale.runtime.flower.FlowerCluster`).
+    client : distributed.Client or str, optional
+        Required with ``backend="dask"`` (see :func:`dask_client`); with
+        ``backend="flower"``, the SuperLink's ``host:port``.
     workers, timeout, retry_lost
         Options of :class:`~kernelscale.runtime.dask.DaskCluster` (Dask only).
     n_jobs : int or None
@@ -110,6 +115,8 @@ def make_cluster(
         raise ValueError(f"Unknown backend {backend!r}; use one of {BACKENDS}.")
     if isinstance(data, Cluster):
         return data
+    if backend == "flower":
+        return _flower_cluster(data, client, timeout=timeout)
     if backend == "dask" and client is None:
         raise ValueError(
             "backend='dask' needs client=distributed.Client(...) "
@@ -147,11 +154,33 @@ def make_cluster(
     return build(client, list(data), workers=workers, timeout=timeout, retry_lost=retry_lost)
 
 
+def _flower_cluster(data, client, data_key: str | None = None, timeout: float = 600.0):
+    """A FlowerCluster on the SuperLink ``client`` with ``data`` SuperNodes."""
+    if isinstance(client, Cluster):
+        return client
+    if not isinstance(client, str) or not client:
+        raise ValueError("backend='flower' needs client='host:port' of the Flower SuperLink.")
+    if isinstance(data, bool) or not isinstance(data, (int, np.integer)) or data < 1:
+        raise TypeError(
+            "With backend='flower' the partitions are on the SuperNodes (each reads the file "
+            "named in its node config): give their number as data, not "
+            f"{type(data).__name__}.")
+    from kernelscale.runtime.flower import FlowerCluster
+
+    return FlowerCluster(client, int(data), data_key=data_key or "partition-path",
+                         timeout=timeout)
+
+
 def cluster_options(estimator) -> dict:
     """``make_cluster`` options from an estimator's ``n_jobs`` (in-process) or
-    ``retry_lost`` and ``timeout`` (Dask)."""
+    ``retry_lost`` and ``timeout`` (Dask; ``timeout`` also on Flower)."""
     if estimator.backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {estimator.backend!r}.")
+    if estimator.backend == "flower":
+        timeout = getattr(estimator, "timeout", None)
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+        return {} if timeout is None else {"timeout": float(timeout)}
     if estimator.backend != "dask":
         n_jobs = getattr(estimator, "n_jobs", None)
         effective_n_jobs(n_jobs)  # a bad value fails before any work
@@ -185,7 +214,10 @@ def estimator_cluster(
     estimator : BaseEstimator
         Has ``backend`` and ``client``, optionally ``retry_lost`` and ``timeout``
         (used with ``backend="dask"`` only). Its ``n_features_in_`` is set.
-    X : array or CSR matrix, list of them, list of loaders or dask array
+    X : array or CSR matrix, list of them, list of loaders, dask array, or None
+        * ``backend="flower"``: ``None`` (or the node-config key of the partition
+          files, a str): ``estimator.n_workers`` SuperNodes of the SuperLink
+          ``estimator.client`` hold the data (one extra validation round);
         * one matrix: validated with scikit-learn's ``validate_data`` and split
           by ``split_rows(n_samples)`` (a list of row-index arrays, one per worker);
         * a list of matrices: the workers' partitions, in the given order;
@@ -212,6 +244,20 @@ def estimator_cluster(
 
     options = cluster_options(estimator)
     backend, client = estimator.backend, estimator.client
+    if backend == "flower":
+        if X is not None and not isinstance(X, str):
+            raise TypeError(
+                "With backend='flower' the data stay on the SuperNodes: fit(None), or "
+                "fit('<node-config key>') to name the key of their partition files, not "
+                f"{type(X).__name__}.")
+        cluster = _flower_cluster(estimator.n_workers, client, X, **options)
+        try:
+            info = validate_cluster(cluster)
+        except BaseException:
+            cluster.close()
+            raise
+        _set_n_features(estimator, info.n_features)
+        return cluster, info, None
     if is_dask_array(X) or is_loader_list(X):
         cluster = make_cluster(X, backend, client, **options)
         try:

@@ -20,7 +20,9 @@ import scipy.sparse as sp
 
 DOWN = "master->worker"
 UP = "worker->master"
-KINDS = ("seed", "scalars", "sketch", "raw_points", "model")
+KINDS = ("seed", "scalars", "sketch", "raw_points", "model", "secure_sum", "secagg")
+# secure_sum: a masked upload of a securely summed round (Flower's SecAgg+); secagg: the
+# secure aggregation protocol's own messages (public keys, encrypted key shares, ...).
 TIME_COLUMNS = ("master", "wall", "slowest worker", "workers")
 
 

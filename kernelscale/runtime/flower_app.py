@@ -1,0 +1,252 @@
+"""The Flower app behind ``backend="flower"``: a relay ServerApp and the worker ClientApp.
+
+Both are named in the app's ``pyproject.toml`` as
+``kernelscale.runtime.flower_app:server_app`` and ``...:client_app``, so the app
+bundle (FAB) that Flower ships to the SuperLink and the SuperNodes holds no
+code: every node runs the kernelscale installed in its own environment.
+
+ClientApp (one SuperNode = one worker). A ``query.kernelscale`` message names a
+registered worker step (:func:`kernelscale.runtime.steps.resolve_step`) and
+carries its arguments in the wire format of :mod:`kernelscale.runtime.codec`;
+nothing is unpickled. The node reads its partition from the file named in its
+own node config (``--node-config 'partition-id=0 partition-path="/data/p0.npy"'``),
+so no row passes through the server. Flower starts a fresh ``flwr-clientapp``
+process for every message, so the worker's state between rounds (the
+attributes the steps set on :class:`~kernelscale.runtime.WorkerState`) is kept,
+encoded, in the ClientApp's ``context.state``, which stays on the SuperNode.
+
+A ``train`` message is a secure round: SecAgg+ (``secaggplus_mod``) wraps the
+same step so that the server receives only masked vectors
+(:mod:`kernelscale.runtime.flower_secagg`).
+
+ServerApp (the relay). The master function runs in the user's process
+(:class:`~kernelscale.runtime.flower.FlowerCluster`); the ServerApp connects back
+to it (address and key file in the run config) and turns each of its requests
+into Flower Messages sent through the Grid, streaming the replies back as they
+arrive. Records travel between the two as Flower's own protobuf encoding.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from multiprocessing.connection import Client
+
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.client.mod import secaggplus_mod
+from flwr.clientapp import ClientApp
+from flwr.common import serde
+from flwr.proto.recorddict_pb2 import RecordDict as RecordDictProto
+from flwr.serverapp import Grid, ServerApp
+
+from kernelscale.runtime import codec
+
+QUERY = "query.kernelscale"
+HEADER = "kernelscale"
+STATE = "kernelscale.state"
+DEFAULT_DATA_KEY = "partition-path"
+POLL_SECONDS = 0.05
+NODE_CHECK_SECONDS = 1.0
+# Flower's error codes for a node or message that is gone (flwr.common.constant.ErrorCode).
+LOST_CODES = (3, 4, 5, 8)  # message unavailable, reply unavailable, node unavailable, crashed
+
+
+# ----------------------------------------------------------------- records
+
+def put_payload(content: RecordDict, name: str, payload) -> None:
+    """Store ``payload`` in ``content`` as ``<name>.tree`` (config) and ``<name>.arrays``."""
+    tree, arrays = codec.encode(payload)
+    content[f"{name}.tree"] = ConfigRecord({"tree": tree})
+    content[f"{name}.arrays"] = ArrayRecord({str(i): Array(a) for i, a in enumerate(arrays)})
+
+
+def get_payload(content: RecordDict, name: str):
+    """The payload stored by :func:`put_payload` (``None`` if absent)."""
+    if f"{name}.tree" not in content:
+        return None
+    record = content[f"{name}.arrays"]
+    arrays = [record[str(i)].numpy() for i in range(len(record))]
+    return codec.decode(str(content[f"{name}.tree"]["tree"]), arrays)
+
+
+def to_bytes(content: RecordDict) -> bytes:
+    """A RecordDict as Flower's protobuf bytes (for the relay connection)."""
+    return serde.recorddict_to_proto(content).SerializeToString()
+
+
+def from_bytes(data: bytes) -> RecordDict:
+    proto = RecordDictProto()
+    proto.ParseFromString(data)
+    return serde.recorddict_from_proto(proto)
+
+
+# ----------------------------------------------------------------- the worker (ClientApp)
+
+client_app = ClientApp()
+
+
+@client_app.query("kernelscale")
+def handle_query(message: Message, context: Context) -> Message:
+    """Run one worker step (or answer the hello) on this node's partition."""
+    header = message.content[HEADER]
+    out = RecordDict()
+    try:
+        if header["op"] == "hello":
+            out[HEADER] = ConfigRecord(_hello(context, str(header["data-key"])))
+        else:
+            reply, seconds = _run_step(header, message.content, context)
+            out[HEADER] = ConfigRecord({"seconds": seconds})
+            put_payload(out, "reply", reply)
+    except Exception as exc:  # the server gets one line naming the failure
+        out = RecordDict({HEADER: ConfigRecord({"error": f"{type(exc).__name__}: {exc}"})})
+    return Message(out, reply_to=message)
+
+
+@client_app.train(mods=[secaggplus_mod])
+def handle_train(message: Message, context: Context) -> Message:
+    """A secure round: our step inside SecAgg+'s collect stage (``flower_secagg``)."""
+    from kernelscale.runtime.flower_secagg import handle_secure_train
+
+    return handle_secure_train(message, context)
+
+
+def _hello(context: Context, data_key: str) -> dict:
+    config = context.node_config
+    if "partition-id" not in config:
+        raise ValueError(
+            "this SuperNode has no partition-id in its node config; start it with "
+            f"--node-config 'partition-id=0 {data_key}=\"/path/to/part0.npy\"'")
+    if data_key not in config:
+        raise ValueError(f"this SuperNode's node config has no {data_key!r} (the file of "
+                         "its partition)")
+    import kernelscale
+
+    return {"partition-id": int(config["partition-id"]), "version": kernelscale.__version__}
+
+
+def _run_step(header, content: RecordDict, context: Context):
+    from kernelscale.runtime.cluster import WorkerState, one_blas_thread
+    from kernelscale.runtime.dask_actor import load_partition
+    from kernelscale.runtime.ledger import count_words
+    from kernelscale.runtime.steps import resolve_step
+    from kernelscale.runtime.validation import as_float_matrix
+
+    step = resolve_step(str(header["step"]))  # only kernelscale's registered steps
+    data_key, epoch = str(header["data-key"]), int(header["epoch"])
+    loaded = load_partition(str(context.node_config[data_key]))
+    state = WorkerState(loaded, int(header["worker"]))
+    saved = get_payload(context.state, STATE) if STATE + ".tree" in context.state else None
+    if saved is not None and saved["epoch"] == epoch:
+        for name, value in saved["attributes"].items():
+            setattr(state, name, value)
+        if saved["normalised"]:  # a validation step replaced the data by its float form
+            state.data = as_float_matrix(loaded)
+    args = get_payload(content, "args") or ()
+    start = time.perf_counter()
+    with one_blas_thread():
+        reply = step(state, *args)
+    seconds = time.perf_counter() - start
+    count_words(reply)  # a reply the ledger cannot count is a step error
+    attributes = {k: v for k, v in vars(state).items() if k not in ("data", "worker")}
+    normalised = bool(saved and saved["epoch"] == epoch and saved["normalised"])
+    put_payload(context.state, STATE, {"epoch": epoch, "attributes": attributes,
+                                       "normalised": normalised or state.data is not loaded})
+    return reply, seconds
+
+
+# ----------------------------------------------------------------- the relay (ServerApp)
+
+server_app = ServerApp()
+
+
+@server_app.main()
+def relay(grid: Grid, context: Context) -> None:
+    """Serve the FlowerCluster that started this run until it closes the connection."""
+    config = context.run_config
+    host, _, port = str(config["kernelscale-relay"]).rpartition(":")
+    with open(str(config["kernelscale-key-file"]), "rb") as f:
+        key = f.read()
+    connection = Client((host, int(port)), authkey=key)
+    try:
+        while True:
+            try:
+                request = json.loads(connection.recv_bytes())
+            except (EOFError, OSError):
+                return
+            op = request["op"]
+            if op == "close":
+                return
+            try:
+                if op == "nodes":
+                    _send(connection, {"nodes": [int(n) for n in grid.get_node_ids()]})
+                elif op == "round":
+                    blobs = [connection.recv_bytes() for _ in request["messages"]]
+                    relay_round(grid, connection, request, blobs)
+                elif op == "secure_sum":
+                    from kernelscale.runtime.flower_secagg import relay_secure_sum
+
+                    blobs = [connection.recv_bytes() for _ in request["messages"]]
+                    relay_secure_sum(grid, connection, request, blobs)
+                else:
+                    raise ValueError(f"unknown relay request {op!r}")
+            except Exception as exc:  # the FlowerCluster raises it
+                _send(connection, {"event": "failed",
+                                   "reason": f"{type(exc).__name__}: {exc}",
+                                   "trace": traceback.format_exc(limit=5)})
+    finally:
+        connection.close()
+
+
+def _send(connection, header: dict, *blobs: bytes) -> None:
+    connection.send_bytes(json.dumps(header).encode())
+    for blob in blobs:
+        connection.send_bytes(blob)
+
+
+def relay_round(grid: Grid, connection, request: dict, blobs: list[bytes]) -> None:
+    """Push one message per node, stream every reply (or loss) back, then ``done``.
+
+    A node is lost when Flower answers with an error for it (node unavailable,
+    message unavailable: the SuperNode left or stopped sending heartbeats) or
+    when it leaves the Grid's node list; the round ends when every node has
+    answered or is lost, or at the timeout (``missing``).
+    """
+    timeout = float(request["timeout"])
+    messages = [Message(from_bytes(blob), dst_node_id=int(node), message_type=kind,
+                        group_id=str(request["round"]), ttl=timeout + 60.0)
+                for (node, kind), blob in zip(request["messages"], blobs, strict=True)]
+    ids = list(grid.push_messages(messages))
+    index = {mid: i for i, mid in enumerate(ids) if mid}
+    pending = dict(index)
+    for i, mid in enumerate(ids):
+        if not mid:
+            _send(connection, {"event": "lost", "index": i, "reason": "the SuperLink refused "
+                               "the message"})
+    deadline = time.monotonic() + timeout
+    next_check = time.monotonic() + NODE_CHECK_SECONDS
+    while pending and time.monotonic() < deadline:
+        for reply in grid.pull_messages(list(pending)):
+            i = pending.pop(reply.metadata.reply_to_message_id, None)
+            if i is None:
+                continue
+            if reply.has_error():
+                code, reason = int(reply.error.code), str(reply.error.reason)
+                event = "lost" if code in LOST_CODES else "error"
+                _send(connection, {"event": event, "index": i, "reason": reason})
+            else:
+                _send(connection, {"event": "reply", "index": i}, to_bytes(reply.content))
+        if pending and time.monotonic() > next_check:
+            alive = set(grid.get_node_ids())
+            for mid, i in list(pending.items()):
+                if messages[i].metadata.dst_node_id not in alive:
+                    del pending[mid]
+                    _send(connection, {"event": "lost", "index": i,
+                                       "reason": "the node left the federation"})
+            next_check = time.monotonic() + NODE_CHECK_SECONDS
+        if pending:
+            time.sleep(POLL_SECONDS)
+    _send(connection, {"event": "done", "missing": sorted(pending.values())})
+
+
+__all__ = ["client_app", "server_app", "get_payload", "put_payload"]

@@ -1,0 +1,225 @@
+"""The protocols on real Flower processes: one SuperLink and three SuperNodes on 127.0.0.1.
+
+Every master function runs unchanged on a :class:`FlowerCluster` and on the
+in-process ``LocalCluster`` with the same ``random_state``: the models agree to
+1e-10 and the ledgers are equal message for message. Each SuperNode reads its
+own partition file (named in its node config); the rows never pass through the
+server. The processes start once for the module and are stopped by the fixture's
+finaliser, whatever happens. A round costs seconds on Flower (an idle SuperNode
+polls every 3 s and every message starts a ClientApp process), so the data and
+the protocol settings are small.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr", reason="backend='flower' needs flwr: pip install kernelscale[flower]")
+
+from kernelscale.federated.baselines import distributed_spectral_clustering  # noqa: E402
+from kernelscale.federated.fkkmeans import fk_kmeans, moment_step, paper_gamma  # noqa: E402
+from kernelscale.kernels import make_kernel  # noqa: E402
+from kernelscale.runtime import Ledger, LocalCluster, WorkerError  # noqa: E402
+from kernelscale.runtime.flower import FlowerCluster  # noqa: E402
+from kernelscale.runtime.flower_local import LocalFederation  # noqa: E402
+from kernelscale.runtime.validation import describe_partition  # noqa: E402
+from kernelscale.vertical.oneshot import one_shot_kpca  # noqa: E402
+
+TOL = 1e-10
+TIMEOUT = 120.0
+FK = dict(n_random_features=6, max_iter=1, coreset_size=20, n_refine=0)
+
+
+def _data():
+    rng = np.random.default_rng(14)
+    X = np.vstack([rng.normal(0.0, 0.3, (20, 3)), rng.normal(2.5, 0.3, (19, 3))])
+    truth = np.repeat([0, 1], [20, 19])
+    order = rng.permutation(X.shape[0])
+    return X[order], truth[order]
+
+
+X, TRUTH = _data()
+ROWS = [X[0::3], X[1::3], X[2::3]]  # horizontal: three clients
+BLOCKS = [X[:, :1], X[:, 1:2], X[:, 2:]]  # vertical: three parties, same samples
+GAMMA = paper_gamma(LocalCluster(ROWS))
+SECURE_RANGE = 1e3
+
+
+@pytest.fixture(scope="module")
+def federation(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("flower")
+    configs = []
+    for i, (rows, block) in enumerate(zip(ROWS, BLOCKS, strict=True)):
+        np.save(folder / f"rows{i}.npy", rows)
+        np.save(folder / f"block{i}.npy", block)
+        configs.append({"partition-id": i, "partition-path": str(folder / f"rows{i}.npy"),
+                        "block-path": str(folder / f"block{i}.npy")})
+    federation = LocalFederation(configs, folder / "processes")
+    try:
+        federation.start()
+        yield federation
+    finally:
+        federation.stop()
+    assert all(p.poll() is not None for p in [federation.superlink, *federation.nodes])
+
+
+@pytest.fixture(scope="module")
+def cluster(federation):
+    # The paper's gamma round goes through SecAgg+ (test_secure_sum_...); the other
+    # tests give gamma, so that their ledgers are those of the in-process run.
+    with FlowerCluster(federation.address, 3, timeout=TIMEOUT,
+                       secure_rounds=["gamma: moments"], secure_range=SECURE_RANGE) as cluster:
+        yield cluster
+
+
+def _fresh(cluster, data_key="partition-path"):
+    cluster.ledger = Ledger()
+    cluster.data_key = data_key
+    return cluster
+
+
+def test_bad_flower_inputs_fail_before_any_process_starts():
+    from kernelscale import FederatedKernelKMeans
+    from kernelscale.runtime import make_cluster
+
+    with pytest.raises(TypeError, match="give their number"):
+        make_cluster(ROWS, backend="flower", client="127.0.0.1:1")
+    with pytest.raises(ValueError, match="client='host:port'"):
+        make_cluster(3, backend="flower")
+    with pytest.raises(TypeError, match=r"fit\(None\)"):
+        FederatedKernelKMeans(backend="flower", client="127.0.0.1:1").fit(X)
+    with pytest.raises(ValueError, match="lost must be one of"):
+        FlowerCluster("127.0.0.1:1", 3, lost="ignore")
+
+
+def test_nodes_are_the_partitions(cluster):
+    assert len(set(cluster.node_ids)) == 3
+    replies = _fresh(cluster).broadcast_map(describe_partition, round="describe",
+                                            reply_kind="scalars")
+    assert [int(r[0]) for r in replies] == [p.shape[0] for p in ROWS]
+
+
+def test_fk_kmeans_same_model_and_ledger(cluster):
+    local = LocalCluster(ROWS)
+    expected = fk_kmeans(local, 2, gamma=GAMMA, random_state=3, **FK)
+    got = fk_kmeans(_fresh(cluster), 2, gamma=GAMMA, random_state=3, **FK)
+    assert cluster.ledger == local.ledger
+    assert cluster.ledger.total_words(kind="raw_points") == 0
+    assert got.gamma == pytest.approx(expected.gamma, rel=TOL)
+    np.testing.assert_allclose(got.model.centers, expected.model.centers, atol=TOL)
+    for a, b in zip(got.model.projections, expected.model.projections, strict=True):
+        np.testing.assert_allclose(a, b, atol=TOL)
+    np.testing.assert_array_equal(got.labels, expected.labels)
+
+
+def test_spectral_clustering_and_its_diskpca_same_model_and_ledger(cluster):
+    """Distributed spectral clustering runs disKPCA (here with the paper's sketched messages,
+    rounds that are not sums) and then the coreset k-means: both models and the ledger."""
+    params = dict(kernel=make_kernel("rbf", gamma=0.5), n_landmarks=8, n_random_features=20,
+                  embedding_dim=6, row_sketch_dim=8, messages="sketch", coreset_size=20,
+                  n_refine=0, random_state=5)
+    local = LocalCluster(ROWS)
+    expected = distributed_spectral_clustering(local, 2, **params)
+    got = distributed_spectral_clustering(_fresh(cluster), 2, **params)
+    assert cluster.ledger == local.ledger
+    assert any(m.round.startswith("disLR") for m in cluster.ledger.rounds())
+    for name in ("landmarks", "coef", "eigenvalues"):  # the disKPCA model
+        np.testing.assert_allclose(getattr(got.model, name), getattr(expected.model, name),
+                                   atol=TOL)
+    np.testing.assert_allclose(got.centers, expected.centers, atol=TOL)
+    np.testing.assert_array_equal(got.labels, expected.labels)
+
+
+def test_vertical_one_shot_kpca_same_model_and_ledger(cluster):
+    kernel = make_kernel("rbf", gamma=0.5)
+    local = LocalCluster(BLOCKS)
+    expected = one_shot_kpca(local, kernel, 2)
+    try:
+        got = one_shot_kpca(_fresh(cluster, "block-path"), kernel, 2)
+    finally:
+        cluster.data_key = "partition-path"
+    assert cluster.ledger == local.ledger
+    assert cluster.ledger.total_words(kind="raw_points") == 0
+    np.testing.assert_allclose(got.eigenvalues, expected.eigenvalues, atol=TOL)
+    np.testing.assert_allclose(np.abs(got.eigenvectors), np.abs(expected.eigenvectors),
+                               atol=TOL)
+
+
+def test_a_failing_step_names_the_worker_and_the_round(cluster):
+    with pytest.raises(WorkerError, match="worker 0 failed in round 'bad call'.*TypeError"):
+        _fresh(cluster).broadcast_map(describe_partition, 1, round="bad call")
+    with pytest.raises(ValueError, match="not a registered worker step"):
+        cluster.broadcast_map(np.sum, round="not a step")
+
+
+def test_secure_sum_hides_every_client_and_gives_the_sum(cluster):
+    """The gamma moments through SecAgg+: the server's messages reveal no client's sums."""
+    cluster = _fresh(cluster)
+    cluster.reset()
+    rows = tuple(p.shape[0] for p in ROWS)
+    # One-row clients would be refused in the clear; summed securely they are not.
+    assert cluster.is_secure("gamma: moments")
+    gamma = paper_gamma(cluster, n_rows=(1,) + rows[1:])
+    assert gamma == pytest.approx(GAMMA, rel=1e-4)
+    kinds = cluster.ledger.words_by_kind(direction="worker->master")
+    assert set(kinds) == {"secure_sum", "secagg"}  # no clear upload
+    assert cluster.ledger.upload_words(kind="secure_sum") == 3 * (1 + 2 + 3)
+    assert any("SecAgg+" in m.round for m in cluster.ledger.rounds())
+    # What the server received from each client, read as SecAgg+ would read a single one.
+    step = 2 * SECURE_RANGE / cluster.secure_levels
+    view = cluster.secure_views["gamma: moments"]
+    assert sorted(view) == [0, 1, 2]
+    for worker, masked in view.items():
+        reply = moment_step(type("State", (), {"data": ROWS[worker]})())
+        truth = [np.asarray(reply["scalars"]), np.asarray(reply["sketch"])]
+        assert [m.shape for m in masked[1:]] == [t.shape for t in truth]
+        for m, t in zip(masked[1:], truth, strict=True):
+            read = m.astype(np.float64) * step - SECURE_RANGE
+            assert np.all(np.abs(read - t) > 4 * step)  # masked: no coordinate readable
+        weight = masked[0].astype(np.int64)  # the client's weight factor, masked too
+        assert np.all(np.abs(weight - cluster.secure_levels) > 4)
+
+
+# The tests below stop a SuperNode: they run last (the module's federation loses it).
+
+def test_a_node_stopped_mid_fit_is_dropped_like_dropout(federation, cluster):
+    """lost="drop": FK k-means goes on with the clients that answer (N/N_answered)."""
+    cluster = _fresh(cluster)
+    cluster.lost = "drop"
+    lanczos_rounds = []
+
+    def stop_node_two(round, phase, seconds):
+        if round == "dspgd: lanczos step":
+            lanczos_rounds.append(round)
+            if len(lanczos_rounds) == 1:
+                federation.stop_node(2, signal.SIGTERM)
+
+    cluster.add_listener(stop_node_two)
+    try:
+        result = fk_kmeans(cluster, 2, gamma=GAMMA, random_state=3, collect_labels=False,
+                           **FK)
+    finally:
+        cluster._listeners.remove(stop_node_two)
+    assert cluster.lost_workers == {2}
+    uploads = [m for m in cluster.ledger.rounds("fit") if m.direction == "worker->master"]
+    lanczos = [m.worker for m in uploads if m.round == "dspgd: lanczos step"]
+    assert lanczos[:3] == [0, 1, 2] and len(lanczos) > 3 and 2 not in lanczos[3:]
+    assert all(m.worker != 2 for m in uploads if m.round.startswith("kmeans"))
+    # The fit went on without a third of the data after one Lanczos step: the two
+    # blobs are still found (at least 90% of all points, the lost client's included).
+    agreement = np.mean(result.model.predict(X) == TRUTH)
+    assert max(agreement, 1 - agreement) >= 0.9
+
+
+def test_a_killed_node_gives_one_worker_error_within_the_round_timeout(federation, cluster):
+    """lost="error": SIGKILL (no goodbye) surfaces at the round's timeout, as one error."""
+    cluster = _fresh(cluster)
+    cluster.lost, cluster.timeout = "error", 20.0
+    cluster.reset()
+    federation.stop_node(1, signal.SIGKILL)
+    with pytest.raises(WorkerError, match=r"worker 1 failed in round 'after a kill': node \d+ "
+                                          r"lost: (no reply within|.*Node Unavailable)"):
+        cluster.broadcast_map(describe_partition, round="after a kill", reply_kind="scalars")
