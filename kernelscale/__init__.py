@@ -1,29 +1,35 @@
-"""kernelscale: kernel PCA and kernel clustering for data that cannot be brought to one place."""
+"""kernelscale: kernel PCA and kernel clustering for data that cannot be brought to one place.
 
-from kernelscale.federated import DistributedSpectralClustering, FederatedKernelKMeans
-from kernelscale.horizontal import DistributedKernelPCA
-from kernelscale.kernels import make_kernel, median_heuristic
-from kernelscale.model import load_model, save_model
-from kernelscale.runtime import DaskCluster, Ledger, LocalCluster, make_cluster
-from kernelscale.streaming import StreamingKernelPCA, load_streaming_model, save_streaming_model
-from kernelscale.vertical import VerticalKernelPCA
+The names below are imported on first use (PEP 562), so ``import kernelscale``
+and a worker process that needs one module (a Flower ClientApp started for
+every message, a Dask worker) do not load every subpackage and scikit-learn.
+"""
+
+from __future__ import annotations
+
+from kernelscale._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "DaskCluster",
-    "DistributedKernelPCA",
-    "DistributedSpectralClustering",
-    "FederatedKernelKMeans",
-    "Ledger",
-    "LocalCluster",
-    "StreamingKernelPCA",
-    "VerticalKernelPCA",
-    "load_model",
-    "load_streaming_model",
-    "make_cluster",
-    "make_kernel",
-    "median_heuristic",
-    "save_model",
-    "save_streaming_model",
-]
+_EXPORTS = {
+    "DaskCluster": "kernelscale.runtime",
+    "DistributedKernelPCA": "kernelscale.horizontal",
+    "DistributedSpectralClustering": "kernelscale.federated",
+    "FederatedKernelKMeans": "kernelscale.federated",
+    "Ledger": "kernelscale.runtime",
+    "LocalCluster": "kernelscale.runtime",
+    "StreamingKernelPCA": "kernelscale.streaming",
+    "VerticalKernelPCA": "kernelscale.vertical",
+    "load_model": "kernelscale.model",
+    "load_streaming_model": "kernelscale.streaming",
+    "make_cluster": "kernelscale.runtime",
+    "make_kernel": "kernelscale.kernels",
+    "median_heuristic": "kernelscale.kernels",
+    "save_model": "kernelscale.model",
+    "save_streaming_model": "kernelscale.streaming",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -45,8 +45,6 @@ from numbers import Real
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.metrics.pairwise import pairwise_kernels
-from sklearn.utils import check_random_state
 
 #: Kernels with a random feature map (disKPCA's embedding, the random-features baseline).
 KERNELS = ("rbf", "laplacian", "poly", "linear", "arccos")
@@ -172,6 +170,8 @@ class Kernel:
 
     def _pairwise(self, Xc, Y) -> np.ndarray:
         """scikit-learn's ``pairwise_kernels`` on one block of rows."""
+        from sklearn.metrics.pairwise import pairwise_kernels  # on first use: a slow import
+
         if self.name == "callable":
             return pairwise_kernels(Xc, Y, metric=self.function)
         params = {"gamma": self.gamma, "coef0": self.coef0}
@@ -398,6 +398,8 @@ def median_heuristic(X, scale: float = 0.2, n_subset: int = 2000, random_state=N
         raise ValueError("median_heuristic needs at least 2 rows.")
     if scale <= 0:
         raise ValueError(f"scale must be positive, got {scale!r}.")
+    from sklearn.utils import check_random_state  # slow import: on first use
+
     rng = check_random_state(random_state)
     idx = np.sort(rng.choice(n, size=min(n_subset, n), replace=False))
     sub = X[idx]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
-from sklearn.utils.extmath import svd_flip
 
 GRAM_CHUNK = 4096
 
@@ -92,6 +91,8 @@ def top_eigh(S: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     k = min(k, n)
     w, V = sla.eigh((S + S.T) / 2.0, subset_by_index=[n - k, n - 1])
     w, V = w[::-1], V[:, ::-1]
+    from sklearn.utils.extmath import svd_flip  # slow import: on first use
+
     V, _ = svd_flip(V, np.zeros((k, 1)), u_based_decision=True)
     return w, V
 
@@ -100,6 +101,8 @@ def top_left_singular(B: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Top ``k`` left singular vectors and squared singular values of ``B``, signs fixed."""
     U, s, _ = sla.svd(B, full_matrices=False)
     k = min(k, U.shape[1])
+    from sklearn.utils.extmath import svd_flip  # slow import: on first use
+
     U, _ = svd_flip(U[:, :k], np.zeros((k, 1)), u_based_decision=True)
     return s[:k] ** 2, U
 

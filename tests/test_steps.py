@@ -87,3 +87,21 @@ def test_registry_refuses_what_is_not_a_kernelscale_step():
         step_name(lambda state: 0)
     with pytest.raises(ValueError, match="Only kernelscale's own functions"):
         worker_step(pytest.approx)
+
+
+def test_a_worker_process_loads_its_protocol_modules_without_scikit_learn():
+    """A Flower ClientApp is a new process per message: importing the steps' modules and
+    the data loaders must stay light (scikit-learn alone takes about a second)."""
+    import subprocess
+    import sys
+
+    modules = ["kernelscale", "kernelscale.runtime", "kernelscale.datasets",
+               "kernelscale.horizontal.sampling", "kernelscale.horizontal.dislr",
+               "kernelscale.horizontal.evaluate", "kernelscale.federated.fkkmeans",
+               "kernelscale.federated.kmeans", "kernelscale.vertical.oneshot",
+               "kernelscale.vertical.projection"]
+    code = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]", out

@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.datasets import load_svmlight_file
 
 __all__ = [
     "load",
@@ -387,6 +386,7 @@ def load_csv(
 def _parse_svm(
     data: bytes, n_features: int | None, zero_based: bool | str
 ) -> tuple[sp.csr_matrix, np.ndarray]:
+    from sklearn.datasets import load_svmlight_file  # slow import: on first use
     X, y = load_svmlight_file(
         io.BytesIO(data), n_features=n_features, dtype=np.float64, zero_based=zero_based
     )
@@ -488,6 +488,7 @@ def load_svmlight(
     """
     p = _existing_file(path)
     try:
+        from sklearn.datasets import load_svmlight_file  # slow import: on first use
         X, y = load_svmlight_file(
             str(p), n_features=n_features, dtype=np.float64, zero_based=zero_based
         )

@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils import check_random_state
 
 from .generators import make_gaussian_mixture, make_sparse_bow
 from .libsvm import LIBSVM_SETS, fetch_libsvm
@@ -64,6 +63,7 @@ def subsample(X: Any, y: np.ndarray | None, n_samples: int | None, random_state:
         raise TypeError(f"n_samples must be a positive int or None, got {n_samples!r}")
     if not 1 <= n_samples <= n:
         raise ValueError(f"n_samples must be between 1 and {n} (the set's size), got {n_samples}")
+    from sklearn.utils import check_random_state  # slow import: on first use
     rows = np.sort(check_random_state(random_state).choice(n, size=int(n_samples), replace=False))
     return X[rows], None if y is None else y[rows]
 

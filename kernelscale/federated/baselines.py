@@ -19,9 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
-from sklearn.cluster import KMeans
-from sklearn.kernel_approximation import Nystroem
-from sklearn.utils.extmath import randomized_svd
 
 from kernelscale.features import RandomFourierFeatures
 from kernelscale.federated.fkkmeans import paper_gamma
@@ -42,6 +39,8 @@ def gamma_rule(X) -> float:
 
 
 def _kmeans(H, n_clusters, rng, n_init=10):
+    from sklearn.cluster import KMeans  # slow import: on first use
+
     return KMeans(n_clusters, n_init=n_init, random_state=int(rng.integers(2**31))).fit(H)
 
 
@@ -64,6 +63,9 @@ def ck_kmeans(X, n_clusters: int, n_eigenvectors: int | None = None, gamma: floa
 def sk_kmeans(X, n_clusters: int, n_eigenvectors: int | None = None, n_landmarks: int = 200,
               gamma: float | None = None, random_state=None) -> np.ndarray:
     """SK k-means: Nystrom approximation of the kernel, rank-``s`` truncation, k-means."""
+    from sklearn.kernel_approximation import Nystroem  # slow import: on first use
+    from sklearn.utils.extmath import randomized_svd
+
     rng = as_generator(random_state)
     s = n_clusters if n_eigenvectors is None else n_eigenvectors
     gamma = gamma_rule(X) if gamma is None else gamma

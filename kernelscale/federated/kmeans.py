@@ -34,8 +34,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.cluster import KMeans
-from sklearn.exceptions import ConvergenceWarning
 
 from kernelscale.linalg import as_generator
 from kernelscale.runtime import Cluster, Tagged, validate_cluster, worker_seeds
@@ -85,6 +83,9 @@ def _sq_dist_to_centers(X, centers):
 @worker_step
 def local_solution_step(state, n_clusters, source, seed, responds=True):
     """Worker step 1: local k-means++ / Lloyd solution; reply its cost (1 word)."""
+    from sklearn.cluster import KMeans  # slow import: on first use
+    from sklearn.exceptions import ConvergenceWarning
+
     X = _rows(state, source)
     k_local = min(n_clusters, X.shape[0])
     with warnings.catch_warnings():
@@ -219,6 +220,9 @@ def kmeans_on_workers(
     -------
     DistributedKMeansResult
     """
+    from sklearn.cluster import KMeans  # slow import: on first use
+    from sklearn.exceptions import ConvergenceWarning
+
     if point_kind not in POINT_KINDS:
         raise ValueError(f"point_kind must be one of {POINT_KINDS}, got {point_kind!r}.")
     if int(coreset_size) != coreset_size or coreset_size < 1:

@@ -1,5 +1,6 @@
 """Kernel PCA over horizontal partitions: disKPCA and its baselines (papers 000/001)."""
 
+from kernelscale._lazy import lazy_exports
 from kernelscale.horizontal.baselines import (
     exact_kpca,
     random_features_pca,
@@ -7,9 +8,13 @@ from kernelscale.horizontal.baselines import (
     uniform_dislr,
 )
 from kernelscale.horizontal.diskpca import diskpca
-from kernelscale.horizontal.estimator import DistributedKernelPCA
 from kernelscale.horizontal.evaluate import distributed_error
 from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
+
+# The estimators (scikit-learn classes) load on first use.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "DistributedKernelPCA": "kernelscale.horizontal.estimator",
+})
 
 __all__ = [
     "DistributedKernelPCA",

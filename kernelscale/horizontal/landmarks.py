@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils.validation import check_array
 
 from kernelscale.horizontal.dislr import dislr
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
@@ -32,6 +31,7 @@ def check_landmarks(landmarks, n_features: int):
     """
     if landmarks is None:
         raise ValueError("landmarks must be an array (or CSR matrix) of points, got None.")
+    from sklearn.utils.validation import check_array  # slow import: on first use
     Y = check_array(landmarks, accept_sparse="csr", dtype=np.float64, input_name="landmarks")
     if Y.shape[1] != n_features:
         raise ValueError(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.metrics import normalized_mutual_info_score
 
 from kernelscale.kernels import Kernel
 
@@ -12,6 +11,7 @@ __all__ = ["kernel_kmeans_objective", "nmi"]
 
 def nmi(labels_true, labels_pred) -> float:
     """Normalized mutual information (Strehl & Ghosh 2002), scikit-learn's implementation."""
+    from sklearn.metrics import normalized_mutual_info_score  # slow import: on first use
     return float(normalized_mutual_info_score(labels_true, labels_pred))
 
 

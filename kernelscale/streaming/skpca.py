@@ -24,7 +24,6 @@ from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils.extmath import svd_flip
 
 from kernelscale.features import RandomFourierFeatures
 from kernelscale.streaming.frequent_directions import FrequentDirections
@@ -90,6 +89,7 @@ class StreamingMethod:
             if self.n_samples_seen == 0:
                 raise ValueError(f"This {type(self).__name__} has seen no points yet.")
             values, basis = self._decompose()
+            from sklearn.utils.extmath import svd_flip  # slow import: on first use
             basis, _ = svd_flip(basis, np.zeros((basis.shape[1], 1)), u_based_decision=True)
             self._eigen = (values, basis)
         return self._eigen

@@ -29,11 +29,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.metrics.pairwise import (
-    additive_chi2_kernel,
-    euclidean_distances,
-    manhattan_distances,
-)
 
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE
 from kernelscale.runtime import Cluster
@@ -57,6 +52,12 @@ def partial_kernel_statistic(state, n_fit: int, start: int, stop: int, statistic
     """Worker step (eq. (10) of 002): partial distances or inner products, new x training."""
     train = state.data[:n_fit]
     new = state.data[n_fit + start : n_fit + stop]
+    from sklearn.metrics.pairwise import (  # slow import: on first use
+        additive_chi2_kernel,
+        euclidean_distances,
+        manhattan_distances,
+    )
+
     if statistic == "sq_euclidean":
         return euclidean_distances(new, train, squared=True)
     if statistic == "manhattan":
