@@ -84,3 +84,17 @@ def test_an_unknown_tag_is_refused():
         decode('["pickle", "cos\\nsystem"]', [])
     with pytest.raises(ValueError, match="refers to array"):
         decode('["array", 3]', [])
+
+
+def test_the_supernode_launcher_shortens_only_flowers_idle_wait():
+    from types import SimpleNamespace
+
+    from kernelscale.runtime.flower_supernode import _ShortIdle
+
+    slept = []
+    fake_time = SimpleNamespace(sleep=slept.append, monotonic=lambda: 7.0)
+    clock = _ShortIdle(0.1, fake_time)
+    clock.sleep(3)
+    clock.sleep(0.5)
+    assert slept == [0.1, 0.5]
+    assert clock.monotonic() == 7.0

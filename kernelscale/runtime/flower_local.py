@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kernelscale.runtime.flower import flower_env
+from kernelscale.runtime.flower_supernode import IDLE_ENV
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -66,6 +67,12 @@ class LocalFederation:
     task_poll_interval : float, default=0.1
         ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL``: how often each process's
         SuperExec asks for work to launch (Flower's default is 1 s).
+    node_idle_seconds : float or None, default=0.1
+        The SuperNodes' wait after a poll that found no message. Flower 1.41
+        fixes it at 3 s, which makes every round of a protocol take 3-7 s; with
+        a number the nodes run through
+        :mod:`kernelscale.runtime.flower_supernode`, the same SuperNode with only
+        that wait shortened. ``None`` runs the stock ``flower-supernode``.
 
     Attributes
     ----------
@@ -75,7 +82,7 @@ class LocalFederation:
     """
 
     def __init__(self, node_configs: Sequence[Mapping], workdir=None,
-                 task_poll_interval: float = 0.1):
+                 task_poll_interval: float = 0.1, node_idle_seconds: float | None = 0.1):
         self.node_configs = [dict(c) for c in node_configs]
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="kernelscale-federation-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -87,6 +94,9 @@ class LocalFederation:
         # Every process imports this kernelscale (the app's components live in it).
         self.env["PYTHONPATH"] = root + (os.pathsep + path if path else "")
         self.env["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] = str(task_poll_interval)
+        self.node_idle_seconds = node_idle_seconds
+        if node_idle_seconds is not None:
+            self.env[IDLE_ENV] = str(float(node_idle_seconds))
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.superlink: subprocess.Popen | None = None
@@ -110,8 +120,10 @@ class LocalFederation:
                  "--disable-runtime-dependency-installation"], "superlink")
             self._wait_http(timeout)
             for i, config in enumerate(self.node_configs):
+                launcher = ([_command("flower-supernode")] if self.node_idle_seconds is None
+                            else [sys.executable, "-m", "kernelscale.runtime.flower_supernode"])
                 self.nodes.append(self._spawn(
-                    [_command("flower-supernode"), "--insecure", "--superlink", self.address,
+                    [*launcher, "--insecure", "--superlink", self.address,
                      "--port", str(free_port()), "--node-config", node_config_text(config)],
                     f"supernode-{i}"))
         except BaseException:
