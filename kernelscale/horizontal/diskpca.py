@@ -29,6 +29,8 @@ from kernelscale.horizontal.sampling import (
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
 from kernelscale.linalg import (
     as_generator,
+    pack_trapezoidal,
+    triangular_whitening,
     unpack_symmetric,
     whitening,
     whitening_from_rows,
@@ -199,13 +201,15 @@ def leverage_sample(cluster: Cluster, config: dict, n_leverage: int, rng):
         embed_step,
         [(Tagged(seed=(feature_seed, sketch_seed, own[i]), model=config),) for i in range(s)],
         round=name, reply_kind="sketch", reduce="sum" if gram_mode else None)
-    # Step 2 (Algorithm 1, line 2): the master's factor Z of the (sketched) embedding
+    # Step 2 (Algorithm 1, line 2): the master's triangular factor Z of the (sketched)
+    # embedding, sent packed: t(t+1)/2 words at full rank (r t - r(r-1)/2 at rank r).
     t = config["embedding_dim"]
     if gram_mode:  # E^T E = sum_i E_i^T E_i
         whitener = whitening(unpack_symmetric(replies, t))
     else:
         whitener = whitening_from_rows(np.vstack(replies))
-    sums = cluster.broadcast_map(leverage_scores_step, whitener,
+    factor = pack_trapezoidal(triangular_whitening(whitener))
+    sums = cluster.broadcast_map(leverage_scores_step, factor,
                                  round="leverage scores: whitening", kind="model",
                                  reply_kind="scalars")
     weights, capacity = np.array([r[0] for r in sums]), np.array([int(r[1]) for r in sums])

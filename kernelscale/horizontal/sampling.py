@@ -15,7 +15,13 @@ import scipy.sparse as sp
 
 from kernelscale.features import make_feature_map
 from kernelscale.kernels import Kernel
-from kernelscale.linalg import gram, pack_symmetric, unique_rows, whitening
+from kernelscale.linalg import (
+    gram,
+    pack_symmetric,
+    unique_rows,
+    unpack_trapezoidal,
+    whitening,
+)
 from kernelscale.runtime import Cluster, Tagged, WorkerState
 from kernelscale.runtime.chunks import map_chunks
 from kernelscale.runtime.steps import worker_step
@@ -237,12 +243,20 @@ def row_sketch(M: np.ndarray, n_out: int, seed: int, chunk: int) -> np.ndarray:
 
 # Step 2: disLS, line 3 of Algorithm 1 of 001: l_j = ||(Z^T)^-1 E^i_{:j}||^2
 @worker_step
-def leverage_scores_step(state: WorkerState, whitener: np.ndarray):
-    """Keep the generalised leverage scores of the embedded rows; reply (sum, #positive)."""
+def leverage_scores_step(state: WorkerState, packed_factor: np.ndarray):
+    """Keep the generalised leverage scores of the embedded rows; reply (sum, #positive).
+
+    ``packed_factor`` is the master's upper-trapezoidal factor ``R`` (r x t,
+    :func:`kernelscale.linalg.pack_trapezoidal`), with ``R^T R`` the
+    pseudo-inverse of ``E^T E`` on its numerical range: the score of row ``e``
+    is ``||R e||^2``, the paper's ``||(Z^T)^-1 e||^2`` without inverting a
+    singular ``Z``.
+    """
     E, chunk = state.embedding, state.config["chunk_size"]
+    factor_t = unpack_trapezoidal(packed_factor, E.shape[1]).T.astype(E.dtype, copy=False)
     state.scores = np.empty(E.shape[0])
     for start in range(0, E.shape[0], chunk):  # no n_i x t temporaries
-        projected = E[start : start + chunk] @ whitener.astype(E.dtype, copy=False)
+        projected = E[start : start + chunk] @ factor_t
         state.scores[start : start + chunk] = np.einsum("ij,ij->i", projected, projected)
     return np.array([state.scores.sum(), np.count_nonzero(state.scores > 0)])
 
