@@ -5,6 +5,13 @@
 * :func:`exact_kpca` - every point sent to the master, exact KPCA (small data).
 * :func:`random_features_pca` - random features, then distributed linear PCA:
   each worker sends ``Z_i^T Z_i`` (Lopez-Paz et al.; section 2 of 001).
+
+Every method ends, as disKPCA does (Algorithm 3 of 001, line 2), by sending its
+model to the workers, so that each can project its own rows; the ledger counts
+that broadcast under the fit. disLR's workers already hold the landmarks and
+get the coefficients only; the batch methods' workers get the landmarks
+(``raw_points``) and the coefficients (``model``); random features' workers
+rebuild the feature map from its seed and get the components.
 """
 
 from __future__ import annotations
@@ -101,12 +108,41 @@ def batch_kpca(X, kernel: Kernel, n_components: int, center: bool) -> KernelPCAM
 def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   n_landmarks: int = 400, center: bool = False, random_state=None,
                   **_) -> KernelPCAModel:
-    """Uniform + batch KPCA: the master runs exact KPCA on ``n_landmarks`` distinct points."""
+    """Uniform + batch KPCA: the master runs exact KPCA on ``n_landmarks`` distinct points.
+
+    Rounds: the uniform sample (seeds, then the points to the master), and the
+    model to the workers (round 'batch KPCA: landmarks and components': the
+    sample, which the workers do not hold, and the coefficients).
+    """
     rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
     S = uniform_sample(cluster, info, n_landmarks, rng)
     model = batch_kpca(S, kernel, n_components, center)
+    broadcast_landmark_model(cluster, model, "batch KPCA: landmarks and components")
     model.info = {"method": "uniform_batch"}
     return model
+
+
+@worker_step
+def store_landmark_model_step(state, message):
+    """Keep a landmark model whose landmarks the worker does not hold: Y, C, m and the kernel."""
+    state.landmarks = message["raw_points"]
+    state.coef, state.center, kernel = message["model"]
+    state.kernel = Kernel.from_dict(kernel)
+
+
+def broadcast_landmark_model(cluster: Cluster, model: KernelPCAModel, round: str) -> None:
+    """Send Y (``raw_points``), C, the centre m and the kernel (``model``) to every worker.
+
+    The workers of the batch methods were never told the kernel, so its
+    parameters travel with the model (5 words). In all
+    ``s (|Y| d + |Y| k + 5)`` words for dense Y (``2 nnz(Y)`` in place of
+    ``|Y| d`` for CSR), plus ``s |Y|`` when centred.
+    """
+    cluster.broadcast_map(
+        store_landmark_model_step,
+        Tagged(raw_points=model.landmarks,
+               model=[model.coef, model.center, model.kernel.to_dict()]),
+        round=round, reply_kind="model")
 
 
 @worker_step
@@ -116,7 +152,11 @@ def _send_all_step(state):
 
 def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int = 10, center: bool = False,
                **_) -> KernelPCAModel:
-    """Exact KPCA: every worker sends its data to the master (small data only)."""
+    """Exact KPCA: every worker sends its data to the master (small data only).
+
+    Then the model goes back to every worker (round 'exact KPCA: landmarks and
+    components': all n points and the n x k coefficients), as for every method.
+    """
     cluster.reset()
     info = validate_cluster(cluster)
     check_kernel_input(kernel, info)
@@ -130,6 +170,7 @@ def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int = 10, center:
                                     reply_kind="raw_points")
     model = batch_kpca(stack_rows([r["raw_points"] for r in replies]), kernel, n_components,
                        center)
+    broadcast_landmark_model(cluster, model, "exact KPCA: landmarks and components")
     model.info = {"method": "exact"}
     return model
 
@@ -155,6 +196,13 @@ def random_features_step(state, message):
     return Tagged(sketch=pack_symmetric(cov), scalars=sums if config["center"] else None)
 
 
+@worker_step
+def store_components_step(state, components, mean):
+    """Keep the random-feature components (the workers rebuild the map from its seed)."""
+    state.components = components
+    state.mean = mean
+
+
 def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                         n_random_features: int = 2000, center: bool = False,
                         chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,
@@ -163,7 +211,8 @@ def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10
 
     When the features' covariance has rank below ``n_components`` (e.g. the
     linear kernel's map has m = d features), the last components are zero,
-    with a ``UserWarning``.
+    with a ``UserWarning``. The components (m x k, and the feature mean when
+    centred) go back to the workers in the round 'random features: components'.
     """
     rng = as_generator(random_state)
     cluster.reset()
@@ -184,6 +233,8 @@ def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10
     w, V = _numerical_range(*top_eigh(cov, n_components))
     # Rank below k (e.g. the linear kernel's m = d features): zero components beyond it.
     V, w = cap_at_rank(V, w, n_components, f"The random feature space ({m} features)")
+    cluster.broadcast_map(store_components_step, V, mean, round="random features: components",
+                          kind="model", reply_kind="model")
     return RandomFeaturePCAModel(kernel=kernel, n_features_in=info.n_features,
                                  n_random_features=int(n_random_features), feature_seed=seed,
                                  components=V, eigenvalues=w, mean=mean,
