@@ -59,6 +59,9 @@ def _add_fit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--embedding-dtype", default="float64", choices=["float64", "float32"],
                    help="precision of disKPCA's leverage-score embedding: float32 halves its "
                    "memory; it only sets sampling probabilities (default float64)")
+    p.add_argument("--sampler", default="ridge", choices=["ridge", "paper"],
+                   help="disKPCA's landmark sampler: ridge leverage (default) or the paper's "
+                   "leverage + adaptive sampling")
     p.add_argument("--center", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -113,7 +116,7 @@ def _make_estimator(args, X, method="diskpca", messages=None):
         n_components=args.n_components, kernel=args.kernel, gamma=gamma, degree=degree,
         coef0=args.coef0, n_workers=args.workers, partition=args.partition, method=method,
         n_landmarks=args.landmarks, messages=messages or args.messages, center=args.center,
-        embedding_dtype=args.embedding_dtype,
+        embedding_dtype=args.embedding_dtype, sampler=args.sampler,
         random_state=args.seed, backend="local" if args.client is None else "dask",
         client=args.client, timeout=args.timeout)
 

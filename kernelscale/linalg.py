@@ -74,6 +74,21 @@ def whitening(S: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
     return V / np.sqrt(w)
 
 
+def ridge_whitening(S: np.ndarray, ridge: float, rtol: float = 1e-10) -> np.ndarray:
+    """``F`` with ``F @ F.T = (S + ridge I)^-1`` for a PSD ``S`` and ``ridge > 0``.
+
+    Then ``||k(a, P) F||^2 = k(a, P) (K_PP + ridge I)^-1 k(P, a)``. With
+    ``ridge = 0`` it is :func:`whitening` (the pseudo-inverse on the numerical
+    range); with ``ridge > 0`` nothing is singular and every direction is kept.
+    """
+    if ridge < 0 or not np.isfinite(ridge):
+        raise ValueError(f"ridge must be finite and >= 0, got {ridge!r}.")
+    if ridge == 0:
+        return whitening(S, rtol)
+    w, V = sla.eigh((S + S.T) / 2.0)
+    return V / np.sqrt(np.maximum(w, 0.0) + ridge)
+
+
 def whitening_from_rows(B: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
     """``F`` with ``(B F).T (B F) = I``: the same as ``whitening(B.T @ B)`` without SYRK.
 

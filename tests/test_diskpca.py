@@ -1,4 +1,5 @@
-"""disKPCA (Algorithm 4 of paper 001): quality against exact KPCA, its exact ledger, budgets."""
+"""disKPCA with the paper's sampler (Algorithm 4 of paper 001): quality against exact KPCA,
+its exact ledger, budgets. The default 'ridge' sampler is tested in test_sampler.py."""
 
 import numpy as np
 import pytest
@@ -35,7 +36,8 @@ def _gaussian(n, d=5, seed=0):
 def _fit(X, kernel, n_workers=4, seed=0, method="power_law", **kwargs):
     parts = split(X, make_partition(X.shape[0], n_workers, method, random_state=seed))
     cluster = LocalCluster(parts)
-    params = {**SMALL, "n_components": 5, "n_landmarks": 60, "random_state": seed, **kwargs}
+    params = {**SMALL, "n_components": 5, "n_landmarks": 60, "random_state": seed,
+              "sampler": "paper", **kwargs}
     return diskpca(cluster, kernel, **params), cluster, parts
 
 
@@ -226,7 +228,7 @@ def test_diskpca_bad_input():
         diskpca(LocalCluster(parts), kernel, n_components=12, n_landmarks=10)
     with pytest.raises(ValueError, match="n_components=51 exceeds the number of samples"):
         diskpca(LocalCluster(parts), kernel, n_components=51, n_landmarks=10)
-    with pytest.raises(ValueError, match="n_leverage must be in"):
+    with pytest.raises(ValueError, match="n_leverage must be an integer in"):
         diskpca(LocalCluster(parts), kernel, n_components=2, n_landmarks=10, n_leverage=11)
     with pytest.raises(TypeError, match="laplacian kernel does not take sparse"):
         diskpca(LocalCluster([sp.csr_matrix(p) for p in parts]),

@@ -21,12 +21,7 @@ import numpy as np
 from kernelscale.features import make_feature_map
 from kernelscale.horizontal.diskpca import check_budgets, check_kernel_input
 from kernelscale.horizontal.dislr import cap_at_rank, dislr
-from kernelscale.horizontal.sampling import (
-    sample_distinct,
-    stack_rows,
-    uniform_sample_step,
-    uniform_setup_step,
-)
+from kernelscale.horizontal.sampling import stack_rows, uniform_sample
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
 from kernelscale.linalg import as_generator, gram, pack_symmetric, top_eigh, unpack_symmetric
 from kernelscale.metrics.lowrank import EXACT_REFERENCE_MAX_SAMPLES
@@ -40,21 +35,6 @@ from kernelscale.runtime import (
 )
 from kernelscale.runtime.chunks import map_chunks
 from kernelscale.runtime.steps import worker_step
-
-
-def uniform_sample(cluster: Cluster, info, budget: int, rng) -> object:
-    """Sample ``budget`` distinct points uniformly over all workers' rows; return them.
-
-    Rows equal to a point already drawn are dropped and the shortfall drawn
-    again (:func:`~kernelscale.horizontal.sampling.sample_distinct`), so the
-    sample holds ``budget`` distinct points unless the data has fewer.
-    """
-    cluster.scatter_map(uniform_setup_step, [(s,) for s in worker_seeds(rng, cluster.n_workers)],
-                        round="uniform sampling: seeds", kind="seed")
-    rows = np.array(info.n_rows)
-    sample, _ = sample_distinct(cluster, None, budget, rows, rows, uniform_sample_step, rng,
-                                "uniform sampling")
-    return sample
 
 
 def _prepare(cluster, kernel, n_components, n_landmarks, random_state):
@@ -71,7 +51,7 @@ def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   **_) -> KernelPCAModel:
     """Uniform + disLR: ``n_landmarks`` distinct uniform points, then Algorithm 3 of 001."""
     rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
-    Y = uniform_sample(cluster, info, n_landmarks, rng)
+    Y, _ = uniform_sample(cluster, info.n_rows, n_landmarks, rng, "uniform sampling")
     model = dislr(cluster, Y, Y, kernel, n_components, info.n_samples, messages, center,
                   int(chunk_size), worker_seeds(rng, cluster.n_workers))
     model.info = {"method": "uniform_dislr", "messages": messages}
@@ -115,7 +95,7 @@ def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
     sample, which the workers do not hold, and the coefficients).
     """
     rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
-    S = uniform_sample(cluster, info, n_landmarks, rng)
+    S, _ = uniform_sample(cluster, info.n_rows, n_landmarks, rng, "uniform sampling")
     model = batch_kpca(S, kernel, n_components, center)
     broadcast_landmark_model(cluster, model, "batch KPCA: landmarks and components")
     model.info = {"method": "uniform_batch"}

@@ -67,7 +67,7 @@ def projection_step(state: WorkerState, message):
     from kernelscale.horizontal.sampling import stack_rows
 
     new_points, config = message["raw_points"], message["model"]
-    kept = getattr(state, "leverage_points", None)
+    kept = getattr(state, "held_landmarks", None)
     Y = new_points if kept is None else stack_rows([kept, new_points])
     state.landmarks = Y
     kernel = Kernel.from_dict(config["kernel"])

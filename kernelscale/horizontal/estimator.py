@@ -15,7 +15,7 @@ from kernelscale.horizontal.baselines import (
     uniform_batch,
     uniform_dislr,
 )
-from kernelscale.horizontal.diskpca import diskpca
+from kernelscale.horizontal.diskpca import SAMPLERS, diskpca
 from kernelscale.horizontal.evaluate import distributed_error
 from kernelscale.kernels import KERNELS, Kernel, make_kernel
 from kernelscale.linalg import as_generator
@@ -76,7 +76,9 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         run out first (all remaining points in the span of the sampled ones),
         the rest is drawn uniformly.
     n_leverage : int, optional
-        Points sampled by leverage scores out of ``n_landmarks`` (default
+        |P|, the first stage's points out of ``n_landmarks``: the uniform
+        pilot of ``sampler='ridge'`` (default ``ceil(|Y| / 4)``, at least k) or
+        the leverage-sampled points of ``sampler='paper'`` (default
         ``ceil(2 k ln k)``, at most half the budget); the rest adaptively.
     embedding_dim : int, default=50
         t, the kernel subspace embedding dimension.
@@ -108,6 +110,13 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         Dask only: seconds a round may take before it fails with a
         ``WorkerError`` (default: the runtime's 600 s).
     random_state : int, Generator or None
+    sampler : {'ridge', 'paper'}, default='ridge'
+        How disKPCA draws its landmarks. 'ridge': a uniform pilot, then two
+        rounds of ridge-leverage sampling (Musco and Musco 2017), within a few
+        words per worker of uniform + disLR. 'paper': Algorithm 2 of paper 001,
+        leverage scores of a kernel subspace embedding (``embedding_dim``,
+        ``row_sketch_dim``, ``n_random_features``, ``embedding_dtype``), then
+        adaptive sampling. Ignored by the other methods.
 
     Attributes
     ----------
@@ -128,7 +137,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                  n_leverage=None, embedding_dim=50, row_sketch_dim=250, n_random_features=2000,
                  embedding_dtype="float64", messages="gram", center=False, chunk_size=4096,
                  backend="local", client=None, retry_lost=False, timeout=None,
-                 random_state=None):
+                 random_state=None, sampler="ridge"):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
@@ -151,6 +160,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.retry_lost = retry_lost
         self.timeout = timeout
         self.random_state = random_state
+        self.sampler = sampler
 
     def fit(self, X, y=None):
         """Fit on ``X`` (split over ``n_workers``) or on a list of partitions.
@@ -167,6 +177,8 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             raise ValueError(f"Unknown method {self.method!r}; choose one of {list(METHODS)}.")
         if self.kernel not in KERNELS:
             raise ValueError(f"Unknown kernel {self.kernel!r}; choose one of {KERNELS}.")
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}.")
         if self.embedding_dtype not in ("float64", "float32"):
             raise ValueError("embedding_dtype must be 'float64' or 'float32', got "
                              f"{self.embedding_dtype!r}.")
@@ -180,7 +192,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
                 n_random_features=self.n_random_features, messages=self.messages,
                 center=self.center, chunk_size=self.chunk_size, random_state=rng,
-                embedding_dtype=self.embedding_dtype)
+                embedding_dtype=self.embedding_dtype, sampler=self.sampler)
         finally:
             cluster.close()
         self.communication_ = cluster.ledger
