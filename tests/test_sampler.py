@@ -232,3 +232,22 @@ def test_ridge_sampler_on_duplicates_and_csr():
     assert sp.issparse(model.landmarks) and model.landmarks.shape == (30, 30)
     assert cluster.ledger.upload_words("fit", kind="raw_points") == 2 * model.landmarks.nnz
     np.testing.assert_allclose(model.transform(S), model.transform(S.toarray()), atol=1e-10)
+
+
+def test_cli_fit_takes_the_sampler(digits, tmp_path, monkeypatch):
+    from kernelscale import cli
+
+    seen = []
+    original = cli._make_estimator
+
+    def spy(args, X, *rest):
+        seen.append(args.sampler)
+        return original(args, X, *rest)
+
+    monkeypatch.setattr(cli, "_make_estimator", spy)
+    data = tmp_path / "X.npy"
+    np.save(data, digits)
+    for flag in ([], ["--sampler", "paper"]):
+        assert cli.main(["fit", "--data", str(data), "--out", str(tmp_path / "m.npz"),
+                         "--quiet", "--landmarks", "30", "--n-components", "3", *flag]) == 0
+    assert seen == ["ridge", "paper"]
