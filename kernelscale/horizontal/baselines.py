@@ -49,7 +49,12 @@ def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   n_landmarks: int = 400, messages: str = "gram", center: bool = False,
                   chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,
                   **_) -> KernelPCAModel:
-    """Uniform + disLR: ``n_landmarks`` distinct uniform points, then Algorithm 3 of 001."""
+    """Uniform + disLR: ``n_landmarks`` distinct uniform points, then Algorithm 3 of 001.
+
+    Rounds: the uniform sample (seeds, then the points to the master), disLR
+    (Y to every worker with the config, ``k(Y,A_i) k(A_i,Y)`` up) and the
+    coefficients back.
+    """
     rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
     Y, _ = uniform_sample(cluster, info.n_rows, n_landmarks, rng, "uniform sampling")
     model = dislr(cluster, Y, Y, kernel, n_components, info.n_samples, messages, center,
@@ -114,9 +119,10 @@ def broadcast_landmark_model(cluster: Cluster, model: KernelPCAModel, round: str
     """Send Y (``raw_points``), C, the centre m and the kernel (``model``) to every worker.
 
     The workers of the batch methods were never told the kernel, so its
-    parameters travel with the model (5 words). In all
-    ``s (|Y| d + |Y| k + 5)`` words for dense Y (``2 nnz(Y)`` in place of
-    ``|Y| d`` for CSR), plus ``s |Y|`` when centred.
+    parameters travel with the model (``count_words(kernel.to_dict())``: 5
+    words, 4 for arc-cosine, whose gamma is None). In all
+    ``s (|Y| d + |Y| k + 5)`` words for dense Y and an rbf kernel (``2 nnz(Y)``
+    in place of ``|Y| d`` for CSR), plus ``s |Y|`` when centred.
     """
     cluster.broadcast_map(
         store_landmark_model_step,

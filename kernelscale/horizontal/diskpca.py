@@ -176,7 +176,7 @@ def diskpca(
         Musco and Musco's (2017) estimate of ridge leverage scores; it needs no
         embedding (``embedding_dim``, ``row_sketch_dim``, ``n_random_features``
         and ``embedding_dtype`` are then unused) and sends 14 words per worker
-        more than uniform + disLR. 'paper': Algorithm 2 of 001, P by the
+        more than uniform + disLR (13 for arc-cosine). 'paper': Algorithm 2 of 001, P by the
         leverage scores of the embedding, then Y~ by the residual to
         span(phi(P)). On real data the paper's sampler loses to uniform sampling
         at equal words where the energy is spread (benchmarks/sampler.py).
@@ -354,8 +354,9 @@ def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: l
     each worker computes its rows' ridge residuals (:func:`ridge_residual_step`)
     and the master draws up to ``targets[j]`` landmarks by them. disLR then
     sends only the last round's points. Against uniform + disLR this costs,
-    per worker, the kernel and chunk size once (6 words) and 4 words per round
-    (the ridge, the two-number reply, the count). The residuals are those of
+    per worker, the kernel's parameters and the chunk size once (6 words for
+    rbf, 5 for arc-cosine) and 4 words per round (the ridge, the two-number
+    reply, the count): 14 words with the default two rounds. The residuals are those of
     the uncentred feature map, as in the paper; with ``center=True`` lambda
     comes from the centred pilot.
 
