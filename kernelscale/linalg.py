@@ -73,6 +73,21 @@ def whitening(S: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
     return V / np.sqrt(w)
 
 
+def ridge_whitening(S: np.ndarray, ridge: float, rtol: float = 1e-10) -> np.ndarray:
+    """``F`` with ``F @ F.T = (S + ridge I)^-1`` for a PSD ``S`` and ``ridge > 0``.
+
+    Then ``||k(a, P) F||^2 = k(a, P) (K_PP + ridge I)^-1 k(P, a)``. With
+    ``ridge = 0`` it is :func:`whitening` (the pseudo-inverse on the numerical
+    range); with ``ridge > 0`` nothing is singular and every direction is kept.
+    """
+    if ridge < 0 or not np.isfinite(ridge):
+        raise ValueError(f"ridge must be finite and >= 0, got {ridge!r}.")
+    if ridge == 0:
+        return whitening(S, rtol)
+    w, V = sla.eigh((S + S.T) / 2.0)
+    return V / np.sqrt(np.maximum(w, 0.0) + ridge)
+
+
 def whitening_from_rows(B: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
     """``F`` with ``(B F).T (B F) = I``: the same as ``whitening(B.T @ B)`` without SYRK.
 
@@ -83,6 +98,45 @@ def whitening_from_rows(B: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
     _, s, Vt = sla.svd(B, full_matrices=False)
     keep = s > np.sqrt(rtol) * s[0] if s.size and s[0] > 0 else np.zeros(s.size, bool)
     return Vt[keep].T / s[keep]
+
+
+def triangular_whitening(F: np.ndarray) -> np.ndarray:
+    """An upper-trapezoidal ``R`` (r x t) with ``R.T @ R == F @ F.T`` for a whitener ``F`` (t x r).
+
+    ``||R x||^2 = ||F.T x||^2`` for every ``x``: the scores a whitener gives, from
+    a triangular factor. This is the paper's ``Z`` of Algorithm 1 (001), line 2,
+    made tolerant of rank deficiency: with ``F`` from :func:`whitening` (or
+    :func:`whitening_from_rows`), directions below the eigenvalue threshold are
+    dropped instead of inverted, and ``R`` has one row per kept direction. It
+    is the ``R`` of the QR factorisation of ``F.T``; on the wire it costs
+    ``r t - r (r - 1) / 2`` words (:func:`pack_trapezoidal`), ``t (t + 1) / 2`` at
+    full rank.
+    """
+    if F.shape[1] == 0:
+        return np.zeros((0, F.shape[0]))
+    return sla.qr(F.T, mode="r")[0]
+
+
+def pack_trapezoidal(R: np.ndarray) -> np.ndarray:
+    """The upper trapezoid of an r x t matrix (r <= t): ``r t - r (r - 1) / 2`` words."""
+    r, t = R.shape
+    if r > t:
+        raise ValueError(f"An upper-trapezoidal factor has at most as many rows as columns, "
+                         f"got {r} x {t}.")
+    return R[np.triu_indices(r, m=t)]
+
+
+def unpack_trapezoidal(packed: np.ndarray, n_columns: int) -> np.ndarray:
+    """Inverse of :func:`pack_trapezoidal`; the number of rows follows from the length."""
+    t, length = int(n_columns), int(np.asarray(packed).size)
+    # r t - r (r - 1) / 2 = length  <=>  r^2 - (2 t + 1) r + 2 length = 0, r <= t
+    r = int(round(((2 * t + 1) - np.sqrt((2 * t + 1) ** 2 - 8 * length)) / 2))
+    if r < 0 or r > t or r * t - r * (r - 1) // 2 != length:
+        raise ValueError(f"{length} words are not an upper-trapezoidal factor with "
+                         f"{t} columns.")
+    R = np.zeros((r, t), dtype=np.asarray(packed).dtype)
+    R[np.triu_indices(r, m=t)] = packed
+    return R
 
 
 def top_eigh(S: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

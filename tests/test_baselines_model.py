@@ -48,19 +48,41 @@ def test_exact_kpca_equals_exact_reference(center, seed):
     order = np.concatenate([np.flatnonzero(np.all(X == row, axis=1)) for row in np.vstack(parts)])
     V = ref["eigenvectors"][order] * np.sqrt(ref["eigenvalues"])
     np.testing.assert_allclose(np.abs(Z), np.abs(V), atol=1e-7)
-    assert cluster.ledger.words_by_round() == {"all data to master": {DOWN: 0, UP: 120 * 5}}
+    # All n points up, then the model (the points, the n x k coefficients, the centre
+    # when centred, and the rbf kernel's 5 parameters) back to each of the s = 3 workers.
+    n, d, k, s = 120, 5, 4, 3
+    assert cluster.ledger.words_by_round() == {
+        "all data to master": {DOWN: 0, UP: n * d},
+        "exact KPCA: landmarks and components": {DOWN: s * (n * (d + k + center) + 5),
+                                                 UP: 0},
+    }
 
 
-def test_uniform_batch_ledger_sends_only_the_sample():
+@pytest.mark.parametrize("center", [False, True])
+def test_uniform_batch_ledger_sends_the_sample_up_and_the_model_down(center):
     X, parts = _parts()
     cluster = LocalCluster(parts)
-    model = uniform_batch(cluster, KERNEL, n_components=3, n_landmarks=30, random_state=0)
-    assert model.landmarks.shape == (30, 5)
+    model = uniform_batch(cluster, KERNEL, n_components=3, n_landmarks=30, center=center,
+                          random_state=0)
+    n_y, d, k, s = 30, 5, 3, 3
+    assert model.landmarks.shape == (n_y, d)
+    # The workers do not hold the sample: the model round sends Y, C (and m) and the
+    # kernel's 5 parameters (the workers were never told the kernel).
+    model_words = s * (n_y * d + n_y * k + (n_y if center else 0) + 5)
     assert cluster.ledger.words_by_round() == {
-        "uniform sampling: seeds": {DOWN: 3, UP: 0},
-        "uniform sampling": {DOWN: 3, UP: 30 * 5},
+        "uniform sampling: seeds": {DOWN: s, UP: 0},
+        "uniform sampling": {DOWN: s, UP: n_y * d},
+        "batch KPCA: landmarks and components": {DOWN: model_words, UP: 0},
     }
-    assert cluster.ledger.words_by_kind() == {"seed": 3, "scalars": 3, "raw_points": 150}
+    assert cluster.ledger.words_by_kind() == {
+        "seed": s, "scalars": s, "raw_points": n_y * d + s * n_y * d,
+        "model": s * (n_y * (k + (1 if center else 0)) + 5)}
+    # Every worker keeps the model it was sent.
+    for state in cluster.states:
+        np.testing.assert_array_equal(state.landmarks, model.landmarks)
+        np.testing.assert_array_equal(state.coef, model.coef)
+        assert (state.center is None) == (not center)
+        assert state.kernel == KERNEL
     # Each landmark is a row of X.
     assert all(np.any(np.all(X == y, axis=1)) for y in model.landmarks)
     err, ref = lowrank_error(model, X)["error"], exact_kpca_reference(X, KERNEL, 3)
@@ -100,6 +122,9 @@ def test_random_features_pca_words_and_components(center):
     assert cluster.ledger.upload_words() == s * m * (m + 1) // 2 + (s * m if center else 0)
     assert cluster.ledger.download_words(kind="seed") == s
     assert cluster.ledger.upload_words(kind="raw_points") == 0
+    # The components (m x k, and the m-dimensional mean when centred) go back to each worker.
+    assert cluster.ledger.round_words("random features: components") == (
+        s * (m * 4 + (m if center else 0)))
     # The components are the top eigenvectors of the pooled Z^T Z.
     Z = make_feature_map(KERNEL, 5, m, model.feature_seed).transform(np.vstack(parts))
     if center:

@@ -165,7 +165,8 @@ def test_float32_embedding_option():
     excess, words = {}, {}
     for dtype in ("float64", "float32"):
         cluster = LocalCluster(parts)
-        model = diskpca(cluster, kernel, 3, 40, random_state=0, embedding_dtype=dtype, **SMALL)
+        model = diskpca(cluster, kernel, 3, 40, random_state=0, embedding_dtype=dtype,
+                        sampler="paper", **SMALL)
         words[dtype] = cluster.ledger.total_words()
         from kernelscale.horizontal import distributed_error
         err = distributed_error(cluster, model)["error"]
@@ -173,4 +174,4 @@ def test_float32_embedding_option():
     assert words["float32"] == words["float64"] + 4  # the option itself: one word per worker
     assert excess["float32"] < 0.5 and excess["float64"] < 0.5
     with pytest.raises(ValueError, match="embedding_dtype"):
-        diskpca(LocalCluster(parts), kernel, 3, 40, embedding_dtype="float16")
+        diskpca(LocalCluster(parts), kernel, 3, 40, embedding_dtype="float16", sampler="paper")

@@ -520,11 +520,7 @@ def test_fit_says_when_it_sent_more_than_the_data(digits, tmp_path, capsys, suff
     shape = "60 x 64 values" if suffix == ".npy" else f"2 x {data_words // 2:,} nonzeros"
     assert captured.err == (
         f"kernelscale: note: the fit sent {words:,} words, more than the {data_words:,} words "
-        f"of the whole data set ({shape}); --method exact, which ships the data, sends about "
-        "that\n")
-    assert main([*argv, "--method", "exact"]) == 0  # ships the data: no note
-    captured = capsys.readouterr()
-    assert _fit_words(captured.out) <= data_words and captured.err == ""
+        f"of the whole data set ({shape}); the protocol's fixed costs pay off on larger data\n")
 
 
 def test_no_note_when_the_fit_sends_less_than_the_data(tmp_path, capsys):

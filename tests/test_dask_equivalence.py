@@ -208,7 +208,12 @@ class CrashingDaskCluster(DaskCluster):
         return super()._run(step, per_worker_args, round, deliver)
 
 
-def test_diskpca_rebuilds_a_worker_lost_mid_fit(client, tmp_path):
+@pytest.mark.parametrize(("sampler", "crash_round", "replayed"), [
+    ("paper", "adaptive sampling: residuals", "leverage scores: E_i^T E_i"),
+    ("ridge", "ridge sampling 2: residuals", "pilot sampling: seeds"),
+])
+def test_diskpca_rebuilds_a_worker_lost_mid_fit(client, tmp_path, sampler, crash_round,
+                                                replayed):
     horizontal = optional("kernelscale.horizontal")
     optional("kernelscale.datasets")
     parts = horizontal_data()
@@ -216,22 +221,24 @@ def test_diskpca_rebuilds_a_worker_lost_mid_fit(client, tmp_path):
     for i, part in enumerate(parts):
         np.save(tmp_path / f"part{i}.npy", part)
         loaders.append(str(tmp_path / f"part{i}.npy"))
-    kwargs = dict(kernel=make_kernel("rbf", gamma=0.1), random_state=7, **SMALL)
+    kwargs = dict(kernel=make_kernel("rbf", gamma=0.1), random_state=7, sampler=sampler,
+                  **SMALL)
     local = LocalCluster(parts)
     expected = horizontal.diskpca(local, **kwargs)
     client.wait_for_workers(2, timeout=TIMEOUT)
     with CrashingDaskCluster.from_loaders(client, loaders, timeout=TIMEOUT,
                                           retry_lost=True) as remote:
+        remote.crash_round = crash_round
         got = horizontal.diskpca(remote, **kwargs)
     assert remote.crashed
     assert_same(expected, got)
     for phase in ("setup", "fit"):
         assert remote.ledger.copy(phase) == local.ledger.copy(phase)
-    # replayed: validation, the embedding and leverage rounds, then the crashed round again
+    # replayed: validation, the sampler's first rounds, then the crashed round again
     recovery = remote.ledger.words_by_round("recovery")
-    assert list(recovery)[:2] == ["describe partitions", "leverage scores: E_i^T E_i"]
-    assert remote.crash_round in recovery
-    assert remote.ledger.words_by_kind("recovery").get("raw_points", 0) > 0  # P's rows again
+    assert list(recovery)[:2] == ["describe partitions", replayed]
+    assert crash_round in recovery
+    assert remote.ledger.words_by_kind("recovery").get("raw_points", 0) > 0  # landmarks again
     assert {m.worker for m in remote.ledger.rounds("recovery")} == {1}
 
 

@@ -1,4 +1,5 @@
-"""disKPCA (Algorithm 4 of paper 001): quality against exact KPCA, its exact ledger, budgets."""
+"""disKPCA with the paper's sampler (Algorithm 4 of paper 001): quality against exact KPCA,
+its exact ledger, budgets. The default 'ridge' sampler is tested in test_sampler.py."""
 
 import numpy as np
 import pytest
@@ -7,7 +8,7 @@ import scipy.sparse as sp
 from kernelscale.datasets import load_digits_standardized
 from kernelscale.horizontal import diskpca
 from kernelscale.kernels import make_kernel, median_heuristic
-from kernelscale.linalg import unique_rows
+from kernelscale.linalg import unique_rows, whitening
 from kernelscale.metrics.lowrank import (
     exact_kpca_reference,
     excess_energy_ratio,
@@ -35,7 +36,8 @@ def _gaussian(n, d=5, seed=0):
 def _fit(X, kernel, n_workers=4, seed=0, method="power_law", **kwargs):
     parts = split(X, make_partition(X.shape[0], n_workers, method, random_state=seed))
     cluster = LocalCluster(parts)
-    params = {**SMALL, "n_components": 5, "n_landmarks": 60, "random_state": seed, **kwargs}
+    params = {**SMALL, "n_components": 5, "n_landmarks": 60, "random_state": seed,
+              "sampler": "paper", **kwargs}
     return diskpca(cluster, kernel, **params), cluster, parts
 
 
@@ -97,7 +99,7 @@ def _expected_rounds(parts, d, t, n_p, n_new, k, messages, p=None, center=False)
             lr_up += sum(n_y for n_i in rows if n_i > n_y)  # 1^T T_i
     return {
         lev_name: {DOWN: s * (3 + config_lev), UP: lev_up},
-        "leverage scores: whitening": {DOWN: s * t * t, UP: 2 * s},
+        "leverage scores: whitening": {DOWN: s * t * (t + 1) // 2, UP: 2 * s},  # packed R
         "leverage sampling": {DOWN: s, UP: n_p * d},
         "adaptive sampling: residuals": {DOWN: s * n_p * d, UP: 2 * s},
         "adaptive sampling": {DOWN: s, UP: n_new * d},
@@ -227,7 +229,7 @@ def test_diskpca_bad_input():
         diskpca(LocalCluster(parts), kernel, n_components=12, n_landmarks=10)
     with pytest.raises(ValueError, match="n_components=51 exceeds the number of samples"):
         diskpca(LocalCluster(parts), kernel, n_components=51, n_landmarks=10)
-    with pytest.raises(ValueError, match="n_leverage must be in"):
+    with pytest.raises(ValueError, match="n_leverage must be an integer in"):
         diskpca(LocalCluster(parts), kernel, n_components=2, n_landmarks=10, n_leverage=11)
     with pytest.raises(TypeError, match="laplacian kernel does not take sparse"):
         diskpca(LocalCluster([sp.csr_matrix(p) for p in parts]),
@@ -276,3 +278,33 @@ def test_fewer_distinct_points_than_budget_takes_few_rounds(seed):
     # Top-ups ask for twice the shortfall each round: O(log n) rounds, not O(n).
     sampling = [r for r in cluster.ledger.words_by_round("fit") if r.startswith("adaptive")]
     assert len(sampling) <= 2 + 2 * int(np.log2(600))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_leverage_scores_from_the_packed_factor_equal_the_dense_whiteners(digits, seed):
+    """The triangular factor (t(t+1)/2 words) gives the dense t x t whitener's scores."""
+    X, kernel, _ = digits
+    _, cluster, _ = _fit(X, kernel, seed=seed)
+    E = np.vstack([state.embedding for state in cluster.states])
+    dense = np.sum((E @ whitening(E.T @ E.copy())) ** 2, axis=1)
+    scores = np.concatenate([state.scores for state in cluster.states])
+    np.testing.assert_allclose(scores, dense, rtol=1e-8, atol=1e-12)
+    t = SMALL["embedding_dim"]
+    assert cluster.ledger.round_words("leverage scores: whitening", direction=DOWN) == (
+        4 * t * (t + 1) // 2)
+
+
+def test_rank_deficient_embedding_sends_a_trapezoidal_factor():
+    """A linear kernel on 3-dimensional data embeds to rank 3 < t: R is 3 x t."""
+    X = _gaussian(200, d=3)
+    t = SMALL["embedding_dim"]
+    _, cluster, _ = _fit(X, make_kernel("linear"), n_workers=3, n_components=2,
+                         n_landmarks=10)
+    E = np.vstack([state.embedding for state in cluster.states])
+    assert np.linalg.matrix_rank(E) == 3
+    scores = np.concatenate([state.scores for state in cluster.states])
+    np.testing.assert_allclose(scores, np.sum((E @ whitening(E.T @ E.copy())) ** 2, axis=1),
+                               rtol=1e-8, atol=1e-12)
+    assert scores.sum() == pytest.approx(3.0, rel=1e-8)  # leverage scores sum to the rank
+    assert cluster.ledger.round_words("leverage scores: whitening", direction=DOWN) == (
+        3 * (3 * t - 3 * 2 // 2))

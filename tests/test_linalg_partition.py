@@ -10,11 +10,14 @@ from kernelscale.linalg import (
     as_generator,
     gram,
     pack_symmetric,
+    pack_trapezoidal,
     thresholded_eigh,
     top_eigh,
     top_left_singular,
+    triangular_whitening,
     unique_rows,
     unpack_symmetric,
+    unpack_trapezoidal,
     whitening,
     whitening_from_rows,
 )
@@ -68,6 +71,38 @@ def test_pack_unpack_roundtrip(n):
     packed = pack_symmetric(S)
     assert packed.size == n * (n + 1) // 2
     np.testing.assert_array_equal(unpack_symmetric(packed, n), S)
+
+
+@pytest.mark.parametrize("rank", [12, 7, 1])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_triangular_whitening_gives_the_whiteners_scores(seed, rank):
+    """||R e||^2 = ||F^T e||^2 to round-off, at full rank and below (no inverse taken)."""
+    rng = np.random.default_rng(seed)
+    t = 12
+    E = rng.standard_normal((200, rank)) @ rng.standard_normal((rank, t))  # rank <= t rows
+    for F in (whitening(E.T @ E.copy()), whitening_from_rows(E)):
+        R = triangular_whitening(F)
+        assert R.shape == (F.shape[1], t) and F.shape[1] == rank
+        np.testing.assert_array_equal(R, np.triu(R))  # upper trapezoidal
+        packed = pack_trapezoidal(R)
+        assert packed.size == rank * t - rank * (rank - 1) // 2
+        np.testing.assert_array_equal(unpack_trapezoidal(packed, t), R)
+        dense = np.sum((E @ F) ** 2, axis=1)
+        triangular = np.sum((E @ unpack_trapezoidal(packed, t).T) ** 2, axis=1)
+        np.testing.assert_allclose(triangular, dense, rtol=1e-9, atol=1e-12 * dense.max())
+        # The scores of the rows of a rank-r matrix are its leverage scores: they sum to r.
+        assert triangular.sum() == pytest.approx(rank, rel=1e-9)
+
+
+def test_trapezoidal_packing_sizes_and_errors():
+    t = 50
+    assert pack_trapezoidal(np.triu(np.ones((t, t)))).size == t * (t + 1) // 2
+    assert unpack_trapezoidal(np.zeros(0), t).shape == (0, t)
+    assert triangular_whitening(np.zeros((t, 0))).shape == (0, t)
+    with pytest.raises(ValueError, match="not an upper-trapezoidal factor"):
+        unpack_trapezoidal(np.zeros(7), t)
+    with pytest.raises(ValueError, match="at most as many rows"):
+        pack_trapezoidal(np.ones((3, 2)))
 
 
 @pytest.mark.parametrize("seed", SEEDS)

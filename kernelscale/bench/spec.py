@@ -47,7 +47,8 @@ class Method:
 
 
 def diskpca_methods(**options) -> tuple[Method, ...]:
-    """disKPCA (gram and sketch messages) and the paper's two sampling baselines."""
+    """disKPCA as the paper has it (its sampler; gram and sketch messages) and its baselines."""
+    options = {"sampler": "paper", **options}
     return (
         Method("diskpca (gram)", "diskpca", {"messages": "gram", **options}),
         Method("diskpca (sketch)", "diskpca", {"messages": "sketch", **options}),

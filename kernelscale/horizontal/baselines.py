@@ -5,6 +5,13 @@
 * :func:`exact_kpca` - every point sent to the master, exact KPCA (small data).
 * :func:`random_features_pca` - random features, then distributed linear PCA:
   each worker sends ``Z_i^T Z_i`` (Lopez-Paz et al.; section 2 of 001).
+
+Every method ends, as disKPCA does (Algorithm 3 of 001, line 2), by sending its
+model to the workers, so that each can project its own rows; the ledger counts
+that broadcast under the fit. disLR's workers already hold the landmarks and
+get the coefficients only; the batch methods' workers get the landmarks
+(``raw_points``) and the coefficients (``model``); random features' workers
+rebuild the feature map from its seed and get the components.
 """
 
 from __future__ import annotations
@@ -14,12 +21,7 @@ import numpy as np
 from kernelscale.features import make_feature_map
 from kernelscale.horizontal.diskpca import check_budgets, check_kernel_input
 from kernelscale.horizontal.dislr import cap_at_rank, dislr
-from kernelscale.horizontal.sampling import (
-    sample_distinct,
-    stack_rows,
-    uniform_sample_step,
-    uniform_setup_step,
-)
+from kernelscale.horizontal.sampling import stack_rows, uniform_sample
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
 from kernelscale.linalg import as_generator, gram, pack_symmetric, top_eigh, unpack_symmetric
 from kernelscale.metrics.lowrank import EXACT_REFERENCE_MAX_SAMPLES
@@ -35,21 +37,6 @@ from kernelscale.runtime.chunks import map_chunks
 from kernelscale.runtime.steps import worker_step
 
 
-def uniform_sample(cluster: Cluster, info, budget: int, rng) -> object:
-    """Sample ``budget`` distinct points uniformly over all workers' rows; return them.
-
-    Rows equal to a point already drawn are dropped and the shortfall drawn
-    again (:func:`~kernelscale.horizontal.sampling.sample_distinct`), so the
-    sample holds ``budget`` distinct points unless the data has fewer.
-    """
-    cluster.scatter_map(uniform_setup_step, [(s,) for s in worker_seeds(rng, cluster.n_workers)],
-                        round="uniform sampling: seeds", kind="seed")
-    rows = np.array(info.n_rows)
-    sample, _ = sample_distinct(cluster, None, budget, rows, rows, uniform_sample_step, rng,
-                                "uniform sampling")
-    return sample
-
-
 def _prepare(cluster, kernel, n_components, n_landmarks, random_state):
     rng = as_generator(random_state)
     cluster.reset()
@@ -62,9 +49,14 @@ def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   n_landmarks: int = 400, messages: str = "gram", center: bool = False,
                   chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,
                   **_) -> KernelPCAModel:
-    """Uniform + disLR: ``n_landmarks`` distinct uniform points, then Algorithm 3 of 001."""
+    """Uniform + disLR: ``n_landmarks`` distinct uniform points, then Algorithm 3 of 001.
+
+    Rounds: the uniform sample (seeds, then the points to the master), disLR
+    (Y to every worker with the config, ``k(Y,A_i) k(A_i,Y)`` up) and the
+    coefficients back.
+    """
     rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
-    Y = uniform_sample(cluster, info, n_landmarks, rng)
+    Y, _ = uniform_sample(cluster, info.n_rows, n_landmarks, rng, "uniform sampling")
     model = dislr(cluster, Y, Y, kernel, n_components, info.n_samples, messages, center,
                   int(chunk_size), worker_seeds(rng, cluster.n_workers))
     model.info = {"method": "uniform_dislr", "messages": messages}
@@ -103,12 +95,42 @@ def batch_kpca(X, kernel: Kernel, n_components: int, center: bool) -> KernelPCAM
 def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   n_landmarks: int = 400, center: bool = False, random_state=None,
                   **_) -> KernelPCAModel:
-    """Uniform + batch KPCA: the master runs exact KPCA on ``n_landmarks`` distinct points."""
+    """Uniform + batch KPCA: the master runs exact KPCA on ``n_landmarks`` distinct points.
+
+    Rounds: the uniform sample (seeds, then the points to the master), and the
+    model to the workers (round 'batch KPCA: landmarks and components': the
+    sample, which the workers do not hold, and the coefficients).
+    """
     rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
-    S = uniform_sample(cluster, info, n_landmarks, rng)
+    S, _ = uniform_sample(cluster, info.n_rows, n_landmarks, rng, "uniform sampling")
     model = batch_kpca(S, kernel, n_components, center)
+    broadcast_landmark_model(cluster, model, "batch KPCA: landmarks and components")
     model.info = {"method": "uniform_batch"}
     return model
+
+
+@worker_step
+def store_landmark_model_step(state, message):
+    """Keep a landmark model whose landmarks the worker does not hold: Y, C, m and the kernel."""
+    state.landmarks = message["raw_points"]
+    state.coef, state.center, kernel = message["model"]
+    state.kernel = Kernel.from_dict(kernel)
+
+
+def broadcast_landmark_model(cluster: Cluster, model: KernelPCAModel, round: str) -> None:
+    """Send Y (``raw_points``), C, the centre m and the kernel (``model``) to every worker.
+
+    The workers of the batch methods were never told the kernel, so its
+    parameters travel with the model (``count_words(kernel.to_dict())``: 5
+    words, 4 for arc-cosine, whose gamma is None). In all
+    ``s (|Y| d + |Y| k + 5)`` words for dense Y and an rbf kernel (``2 nnz(Y)``
+    in place of ``|Y| d`` for CSR), plus ``s |Y|`` when centred.
+    """
+    cluster.broadcast_map(
+        store_landmark_model_step,
+        Tagged(raw_points=model.landmarks,
+               model=[model.coef, model.center, model.kernel.to_dict()]),
+        round=round, reply_kind="model")
 
 
 @worker_step
@@ -118,7 +140,11 @@ def _send_all_step(state):
 
 def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int = 10, center: bool = False,
                **_) -> KernelPCAModel:
-    """Exact KPCA: every worker sends its data to the master (small data only)."""
+    """Exact KPCA: every worker sends its data to the master (small data only).
+
+    Then the model goes back to every worker (round 'exact KPCA: landmarks and
+    components': all n points and the n x k coefficients), as for every method.
+    """
     cluster.reset()
     info = validate_cluster(cluster)
     check_kernel_input(kernel, info)
@@ -132,6 +158,7 @@ def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int = 10, center:
                                     reply_kind="raw_points")
     model = batch_kpca(stack_rows([r["raw_points"] for r in replies]), kernel, n_components,
                        center)
+    broadcast_landmark_model(cluster, model, "exact KPCA: landmarks and components")
     model.info = {"method": "exact"}
     return model
 
@@ -157,6 +184,13 @@ def random_features_step(state, message):
     return Tagged(sketch=pack_symmetric(cov), scalars=sums if config["center"] else None)
 
 
+@worker_step
+def store_components_step(state, components, mean):
+    """Keep the random-feature components (the workers rebuild the map from its seed)."""
+    state.components = components
+    state.mean = mean
+
+
 def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                         n_random_features: int = 2000, center: bool = False,
                         chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,
@@ -165,7 +199,8 @@ def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10
 
     When the features' covariance has rank below ``n_components`` (e.g. the
     linear kernel's map has m = d features), the last components are zero,
-    with a ``UserWarning``.
+    with a ``UserWarning``. The components (m x k, and the feature mean when
+    centred) go back to the workers in the round 'random features: components'.
     """
     rng = as_generator(random_state)
     cluster.reset()
@@ -187,6 +222,8 @@ def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10
     w, V = _numerical_range(*top_eigh(cov, n_components))
     # Rank below k (e.g. the linear kernel's m = d features): zero components beyond it.
     V, w = cap_at_rank(V, w, n_components, f"The random feature space ({m} features)")
+    cluster.broadcast_map(store_components_step, V, mean, round="random features: components",
+                          kind="model", reply_kind="model")
     return RandomFeaturePCAModel(kernel=kernel, n_features_in=info.n_features,
                                  n_random_features=int(n_random_features), feature_seed=seed,
                                  components=V, eigenvalues=w, mean=mean,

@@ -2,7 +2,27 @@
 
 Balcan, Liang, Song, Woodruff, Xie, "Communication Efficient Distributed Kernel
 Principal Component Analysis" (KDD 2016). The master function :func:`diskpca`
-follows the paper's four steps; the worker steps live in
+samples the landmarks Y, then runs disLR (Algorithm 3) on them. Two samplers:
+
+* ``'ridge'`` (default): a uniform pilot, then rounds of ridge-leverage
+  sampling (:func:`ridge_sample`; Musco and Musco, "Recursive Sampling for the
+  Nystrom Method", NeurIPS 2017). Rounds, with s workers, d features and the
+  schedule ``[|P|, ..., |Y|]`` of :func:`ridge_schedule`: 'pilot sampling:
+  seeds' (s words), 'pilot sampling' (s counts, |P| d up), then per ridge
+  round j 'ridge sampling j: residuals' (the previous round's points to every
+  worker, the ridge, the kernel and chunk size in round 1; 2 words up per
+  worker) and 'ridge sampling j' (s counts, the new points up).
+* ``'paper'``: Algorithm 2 of 001: the kernel subspace embedding and disLS
+  (:func:`leverage_sample`; the Gram or sketch of E_i up, the packed
+  triangular factor down), leverage sampling of P, P to every worker and
+  adaptive sampling by the residual to span(phi(P)) (:func:`adaptive_sample`).
+
+Both end with disLR's rounds (the points the workers do not hold yet and the
+k(Y,A_i) message) and the coefficients sent back. Nothing is skipped: every
+point, factor, count and seed goes through the runtime. The number of rounds
+depends only on (k, |Y|) and the sampler, except the top-up rounds when copies
+of drawn points (duplicated data) leave a sample short, and the 'uniform fill'
+round when the sampling weights run out. The worker steps live in
 :mod:`kernelscale.horizontal.sampling` and :mod:`kernelscale.horizontal.dislr`.
 """
 
@@ -22,13 +42,17 @@ from kernelscale.horizontal.sampling import (
     leverage_sample_step,
     leverage_scores_step,
     residual_step,
+    ridge_residual_step,
     sample_distinct,
     stack_rows,
+    uniform_sample,
     uniform_sample_step,
 )
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
 from kernelscale.linalg import (
     as_generator,
+    pack_trapezoidal,
+    triangular_whitening,
     unpack_symmetric,
     whitening,
     whitening_from_rows,
@@ -44,6 +68,7 @@ from kernelscale.runtime import (
 )
 
 MESSAGES = ("gram", "sketch")
+SAMPLERS = ("ridge", "paper")
 
 
 def default_n_leverage(n_components: int, n_landmarks: int) -> int:
@@ -103,6 +128,7 @@ def diskpca(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     random_state=None,
     embedding_dtype: str = "float64",
+    sampler: str = "ridge",
 ) -> KernelPCAModel:
     """Distributed kernel PCA (disKPCA, Algorithm 4 of paper 001).
 
@@ -122,8 +148,10 @@ def diskpca(
         filled uniformly from the unsampled distinct points (round 'adaptive
         sampling: uniform fill'; ``model.info['n_uniform_fill']``).
     n_leverage : int, optional
-        |P|, the points sampled by leverage scores; the rest of the budget is
-        sampled adaptively. Default :func:`default_n_leverage`.
+        |P|, the first stage's points: the uniform pilot of the ridge sampler
+        (default ``ceil(|Y| / 4)``, at least k; :func:`ridge_schedule`) or the
+        points sampled by leverage scores of the paper's (default
+        :func:`default_n_leverage`). The rest of the budget is sampled adaptively.
     embedding_dim : int
         t, the dimension of the kernel subspace embedding (paper: 50).
     row_sketch_dim : int
@@ -142,6 +170,16 @@ def diskpca(
         Precision of the random features behind the embedding E_i, used only
         to estimate leverage scores (sampling probabilities); 'float32' makes
         that stage several times faster. Everything after sampling is float64.
+    sampler : {'ridge', 'paper'}
+        How Y is drawn. 'ridge' (default): a uniform pilot P, then two rounds
+        that double the landmarks by their ridge residual (:func:`ridge_sample`),
+        Musco and Musco's (2017) estimate of ridge leverage scores; it needs no
+        embedding (``embedding_dim``, ``row_sketch_dim``, ``n_random_features``
+        and ``embedding_dtype`` are then unused) and sends 14 words per worker
+        more than uniform + disLR (13 for arc-cosine). 'paper': Algorithm 2 of 001, P by the
+        leverage scores of the embedding, then Y~ by the residual to
+        span(phi(P)). On real data the paper's sampler loses to uniform sampling
+        at equal words where the energy is spread (benchmarks/sampler.py).
 
     Returns
     -------
@@ -149,6 +187,8 @@ def diskpca(
     """
     if messages not in MESSAGES:
         raise ValueError(f"messages must be one of {MESSAGES}, got {messages!r}.")
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}.")
     for name, value in (("embedding_dim", embedding_dim), ("row_sketch_dim", row_sketch_dim),
                         ("n_random_features", n_random_features), ("chunk_size", chunk_size)):
         if int(value) != value or value < 1:
@@ -161,27 +201,57 @@ def diskpca(
     info = validate_cluster(cluster)
     check_kernel_input(kernel, info)
     n_landmarks = check_budgets(info, n_components, n_landmarks)
-    if n_leverage is None:
-        n_leverage = default_n_leverage(n_components, n_landmarks)
-    if not 0 <= n_leverage <= n_landmarks:
-        raise ValueError(f"n_leverage must be in [0, n_landmarks], got {n_leverage!r}.")
-    config = {"kernel": kernel.to_dict(), "n_random_features": int(n_random_features),
-              "embedding_dim": int(embedding_dim), "row_sketch_dim": int(row_sketch_dim),
-              "messages": messages, "chunk_size": int(chunk_size)}
-    if embedding_dtype != "float64":  # the default adds no word to the ledger
-        config["embedding_dtype"] = embedding_dtype
+    low = 0 if sampler == "paper" else 1  # the ridge sampler's pilot needs a point
+    if n_leverage is not None and not (
+            int(n_leverage) == n_leverage and low <= n_leverage <= n_landmarks):
+        raise ValueError(f"n_leverage must be an integer in [{low}, n_landmarks], got "
+                         f"{n_leverage!r}.")
+    n_rows = np.array(info.n_rows)
 
-    # Step 1: kernel subspace embedding E_i (one shared feature map and sketch, from seeds)
-    P, drawn = leverage_sample(cluster, config, n_leverage, rng)
-    # Step 3 (Algorithm 2): adaptive sampling of Y~ by the residual to span(phi(P))
-    Y, new_points, n_fill = adaptive_sample(cluster, P, n_landmarks,
-                                         np.array(info.n_rows) - drawn, rng)
+    if sampler == "paper":
+        config = {"kernel": kernel.to_dict(), "n_random_features": int(n_random_features),
+                  "embedding_dim": int(embedding_dim), "row_sketch_dim": int(row_sketch_dim),
+                  "messages": messages, "chunk_size": int(chunk_size)}
+        if embedding_dtype != "float64":  # the default adds no word to the ledger
+            config["embedding_dtype"] = embedding_dtype
+        if n_leverage is None:
+            n_leverage = default_n_leverage(n_components, n_landmarks)
+        # Steps 1-3a: kernel subspace embedding E_i, disLS, P by leverage scores
+        P, drawn = leverage_sample(cluster, config, int(n_leverage), rng)
+        # Step 3b (Algorithm 2): adaptive sampling of Y~ by the residual to span(phi(P))
+        Y, new_points, n_fill = adaptive_sample(cluster, P, n_landmarks, n_rows - drawn, rng)
+        ridge, n_first = 0.0, P.shape[0]
+    else:
+        # A uniform pilot P, then ridge-leverage rounds that double the landmarks
+        targets = ridge_schedule(n_components, n_landmarks, n_leverage)
+        Y, new_points, n_fill, ridge = ridge_sample(cluster, kernel, n_components, targets,
+                                                    n_rows, center, int(chunk_size), rng)
+        n_first = targets[0]
     # Step 4: disLR in span(phi(Y))
     model = dislr(cluster, Y, new_points, kernel, n_components, info.n_samples, messages,
                   center, int(chunk_size), worker_seeds(rng, cluster.n_workers))
-    model.info = {"method": "diskpca", "messages": messages, "n_leverage": int(P.shape[0]),
-                  "n_adaptive": int(new_points.shape[0]), "n_uniform_fill": n_fill}
+    model.info = {"method": "diskpca", "messages": messages, "sampler": sampler,
+                  "n_leverage": int(n_first), "n_adaptive": int(Y.shape[0] - n_first),
+                  "n_uniform_fill": n_fill, "ridge": ridge}
     return model
+
+
+def pilot_ridge(kernel: Kernel, P, n_components: int, center: bool) -> float:
+    """The ridge mu for :func:`ridge_residual_step` from a uniform pilot sample P.
+
+    Musco and Musco (2017) sample by lambda-ridge leverage scores with
+    ``lambda = (1/k) sum_{i>k} lambda_i(K)``, the optimal rank-k error over k.
+    From a uniform P of m of the n points, ``(n/m) K_PP`` estimates the spectrum
+    of K and the ridge in P's coordinates is ``mu = lambda m / n``, so
+    ``mu = (1/k) sum_{i>k} lambda_i(K_PP)``: the tail of the pilot's own kernel
+    matrix (centred when the fit is). No word is needed to estimate it.
+    """
+    K = kernel(P, P)
+    if center:
+        mean = K.mean(axis=0)
+        K = K - mean[None, :] - mean[:, None] + mean.mean()
+    w = np.maximum(np.linalg.eigvalsh((K + K.T) / 2.0), 0.0)[::-1]
+    return float(w[n_components:].sum() / n_components)
 
 
 def leverage_sample(cluster: Cluster, config: dict, n_leverage: int, rng):
@@ -199,13 +269,15 @@ def leverage_sample(cluster: Cluster, config: dict, n_leverage: int, rng):
         embed_step,
         [(Tagged(seed=(feature_seed, sketch_seed, own[i]), model=config),) for i in range(s)],
         round=name, reply_kind="sketch", reduce="sum" if gram_mode else None)
-    # Step 2 (Algorithm 1, line 2): the master's factor Z of the (sketched) embedding
+    # Step 2 (Algorithm 1, line 2): the master's triangular factor Z of the (sketched)
+    # embedding, sent packed: t(t+1)/2 words at full rank (r t - r(r-1)/2 at rank r).
     t = config["embedding_dim"]
     if gram_mode:  # E^T E = sum_i E_i^T E_i
         whitener = whitening(unpack_symmetric(replies, t))
     else:
         whitener = whitening_from_rows(np.vstack(replies))
-    sums = cluster.broadcast_map(leverage_scores_step, whitener,
+    factor = pack_trapezoidal(triangular_whitening(whitener))
+    sums = cluster.broadcast_map(leverage_scores_step, factor,
                                  round="leverage scores: whitening", kind="model",
                                  reply_kind="scalars")
     weights, capacity = np.array([r[0] for r in sums]), np.array([int(r[1]) for r in sums])
@@ -227,14 +299,83 @@ def adaptive_sample(cluster: Cluster, P, n_landmarks: int, unsampled, rng):
     """
     sums = cluster.broadcast_map(residual_step, P, round="adaptive sampling: residuals",
                                  kind="raw_points", reply_kind="scalars")
-    weights, capacity = np.array([r[0] for r in sums]), np.array([int(r[1]) for r in sums])
-    chosen, received = sample_distinct(cluster, P, n_landmarks, weights, capacity,
-                                       adaptive_sample_step, rng, "adaptive sampling")
-    n_fill = 0
-    if P.shape[0] + chosen.shape[0] < n_landmarks:
-        left = np.asarray(unsampled) - received  # an upper bound: copies are gone too
-        fill, _ = sample_distinct(cluster, stack_rows([P, chosen]), n_landmarks, left, left,
-                                  uniform_sample_step, rng, "adaptive sampling: uniform fill")
-        n_fill = int(fill.shape[0])
-        chosen = stack_rows([chosen, fill])
+    chosen, n_fill, _ = draw_by_residuals(cluster, P, n_landmarks, sums, unsampled, rng,
+                                          "adaptive sampling")
     return stack_rows([P, chosen]), chosen, n_fill
+
+
+def draw_by_residuals(cluster: Cluster, kept, target: int, sums, unsampled, rng,
+                      round_name: str):
+    """New distinct points by the workers' residual weights until ``kept`` holds ``target``.
+
+    ``sums`` are the workers' (residual sum, rows of positive residual). When
+    the weights run out first, the rest is drawn uniformly from the unsampled
+    rows (round ``round_name + ': uniform fill'``). Returns (the new points, how
+    many of them came from the fill, the rows received from each worker).
+    """
+    weights, capacity = np.array([r[0] for r in sums]), np.array([int(r[1]) for r in sums])
+    chosen, received = sample_distinct(cluster, kept, target, weights, capacity,
+                                       adaptive_sample_step, rng, round_name)
+    n_fill = 0
+    if kept.shape[0] + chosen.shape[0] < target:
+        left = np.asarray(unsampled) - received  # an upper bound: copies are gone too
+        fill, more = sample_distinct(cluster, stack_rows([kept, chosen]), target, left, left,
+                                     uniform_sample_step, rng, f"{round_name}: uniform fill")
+        n_fill, received = int(fill.shape[0]), received + more
+        chosen = stack_rows([chosen, fill])
+    return chosen, n_fill, received
+
+
+def ridge_schedule(n_components: int, n_landmarks: int, n_pilot: int | None = None) -> list[int]:
+    """Landmark counts after each stage of the ridge sampler: ``[|P|, ..., |Y|]``.
+
+    The uniform pilot P holds ``ceil(|Y| / 4)`` points (at least k, or
+    ``n_pilot``); each ridge round then doubles the landmarks, as the
+    recursive sampler of Musco and Musco (2017) does, up to |Y|: by default
+    ``[|Y|/4, |Y|/2, |Y|]``, two ridge rounds. The schedule depends on k and
+    |Y| only, so the number of rounds is known before the fit.
+    """
+    if n_pilot is None:
+        n_pilot = max(n_components, math.ceil(n_landmarks / 4))
+    n_pilot = min(max(int(n_pilot), 1), n_landmarks)
+    targets = [n_pilot]
+    while targets[-1] < n_landmarks:
+        targets.append(min(n_landmarks, 2 * targets[-1]))
+    return targets
+
+
+def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: list[int],
+                 n_rows, center: bool, chunk_size: int, rng, ridge_scale: float = 1.0):
+    """The 'ridge' sampler: a uniform pilot P, then rounds of ridge-leverage sampling.
+
+    Round j sends the points drawn in round j - 1 (the workers keep all
+    landmarks; P first) and the ridge ``mu_j = lambda |S_j| / n`` of the
+    landmarks S_j so far, with lambda from the pilot (:func:`pilot_ridge`);
+    each worker computes its rows' ridge residuals (:func:`ridge_residual_step`)
+    and the master draws up to ``targets[j]`` landmarks by them. disLR then
+    sends only the last round's points. Against uniform + disLR this costs,
+    per worker, the kernel's parameters and the chunk size once (6 words for
+    rbf, 5 for arc-cosine) and 4 words per round (the ridge, the two-number
+    reply, the count): 14 words with the default two rounds. The residuals are those of
+    the uncentred feature map, as in the paper; with ``center=True`` lambda
+    comes from the centred pilot.
+
+    Returns (Y, the last round's points, points from a uniform fill, mu of the pilot).
+    """
+    P, received = uniform_sample(cluster, n_rows, targets[0], rng, "pilot sampling")
+    ridge = pilot_ridge(kernel, P, n_components, center)
+    per_landmark = ridge_scale * ridge / P.shape[0]  # lambda / n
+    Y, new_points, n_fill = P, P, 0
+    config = {"kernel": kernel.to_dict(), "chunk_size": int(chunk_size)}
+    for j, target in enumerate(targets[1:], start=1):
+        settings = {**config, "ridge": per_landmark * Y.shape[0]} if j == 1 else {
+            "ridge": per_landmark * Y.shape[0]}
+        sums = cluster.broadcast_map(ridge_residual_step,
+                                     Tagged(raw_points=new_points, model=settings),
+                                     round=f"ridge sampling {j}: residuals",
+                                     reply_kind="scalars")
+        new_points, filled, got = draw_by_residuals(cluster, Y, target, sums,
+                                                    np.asarray(n_rows) - received, rng,
+                                                    f"ridge sampling {j}")
+        Y, n_fill, received = stack_rows([Y, new_points]), n_fill + filled, received + got
+    return Y, new_points, n_fill, ridge

@@ -83,7 +83,7 @@ def projection_step(state: WorkerState, message):
 
     config = message["model"]
     new_points = message["raw_points"] if "raw_points" in message else config["landmarks"]
-    kept = getattr(state, "leverage_points", None)
+    kept = getattr(state, "held_landmarks", None)
     Y = new_points if kept is None else stack_rows([kept, new_points])
     state.landmarks = Y
     kernel = Kernel.from_dict(config["kernel"])

@@ -17,7 +17,7 @@ from kernelscale.horizontal.baselines import (
     uniform_batch,
     uniform_dislr,
 )
-from kernelscale.horizontal.diskpca import diskpca
+from kernelscale.horizontal.diskpca import SAMPLERS, diskpca
 from kernelscale.horizontal.evaluate import distributed_error
 from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
 from kernelscale.horizontal.preimage import apply_preimage, fit_preimage
@@ -127,7 +127,9 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         'exact' and 'random_features' take no landmarks. Y must be finite, with
         the data's feature count and at least ``n_components`` rows.
     n_leverage : int, optional
-        Points sampled by leverage scores out of ``n_landmarks`` (default
+        |P|, the first stage's points out of ``n_landmarks``: the uniform
+        pilot of ``sampler='ridge'`` (default ``ceil(|Y| / 4)``, at least k) or
+        the leverage-sampled points of ``sampler='paper'`` (default
         ``ceil(2 k ln k)``, at most half the budget); the rest adaptively.
     embedding_dim : int, default=50
         t, the kernel subspace embedding dimension.
@@ -184,6 +186,13 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         and one INFO line per fit on the ``kernelscale.horizontal`` logger. 2: a
         DEBUG line per round too. See :mod:`kernelscale.progress`.
     random_state : int, Generator or None
+    sampler : {'ridge', 'paper'}, default='ridge'
+        How disKPCA draws its landmarks. 'ridge': a uniform pilot, then two
+        rounds of ridge-leverage sampling (Musco and Musco 2017), within a few
+        words per worker of uniform + disLR. 'paper': Algorithm 2 of paper 001,
+        leverage scores of a kernel subspace embedding (``embedding_dim``,
+        ``row_sketch_dim``, ``n_random_features``, ``embedding_dtype``), then
+        adaptive sampling. Ignored by the other methods.
 
     Attributes
     ----------
@@ -227,7 +236,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                  n_random_features=2000, embedding_dtype="float64", messages="gram",
                  center=True, fit_inverse_transform=False, alpha=1.0, chunk_size=4096,
                  backend="local", client=None, retry_lost=False, timeout=None, n_jobs=None,
-                 verbose=0, random_state=None):
+                 verbose=0, random_state=None, sampler="ridge"):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
@@ -255,6 +264,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.n_jobs = n_jobs
         self.verbose = verbose
         self.random_state = random_state
+        self.sampler = sampler
 
     def fit(self, X, y=None):
         """Fit on ``X`` (split over ``n_workers``) or on a list of partitions.
@@ -330,6 +340,8 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         if self.embedding_dtype not in ("float64", "float32"):
             raise ValueError("embedding_dtype must be 'float64' or 'float32', got "
                              f"{self.embedding_dtype!r}.")
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}.")
         if self.fit_inverse_transform:
             if self.method not in INVERSE_METHODS:
                 raise ValueError(
@@ -358,7 +370,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             cluster, self.kernel_, n_landmarks=self.n_landmarks, n_leverage=self.n_leverage,
             embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
             n_random_features=self.n_random_features, embedding_dtype=self.embedding_dtype,
-            **common)
+            sampler=self.sampler, **common)
 
     def _fit_inverse_transform(self) -> None:
         """The pre-image map from the landmarks and their scores (no communication)."""

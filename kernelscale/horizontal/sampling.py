@@ -2,9 +2,10 @@
 
 Worker steps for the kernel subspace embedding, the distributed leverage
 scores (disLS), leverage-score sampling of P and adaptive sampling of Y~ by the
-feature-space residual to span(phi(P)); and, on the master, the allocation of a
-sample budget over workers and :func:`sample_distinct`, the loop that draws
-until the budget holds that many distinct points (used by disKPCA and the
+feature-space residual to span(phi(P)), or by the ridge residual of the
+default sampler; and, on the master, the allocation of a sample budget over
+workers, :func:`sample_distinct`, the loop that draws until the budget holds
+that many distinct points, and :func:`uniform_sample` (used by disKPCA and the
 uniform baselines alike).
 """
 
@@ -15,8 +16,15 @@ import scipy.sparse as sp
 
 from kernelscale.features import make_feature_map
 from kernelscale.kernels import Kernel
-from kernelscale.linalg import gram, pack_symmetric, unique_rows, whitening
-from kernelscale.runtime import Cluster, Tagged, WorkerState
+from kernelscale.linalg import (
+    gram,
+    pack_symmetric,
+    ridge_whitening,
+    unique_rows,
+    unpack_trapezoidal,
+    whitening,
+)
+from kernelscale.runtime import Cluster, Tagged, WorkerState, worker_seeds
 from kernelscale.runtime.chunks import map_chunks
 from kernelscale.runtime.steps import worker_step
 from kernelscale.sketches import make_sketch
@@ -116,6 +124,22 @@ def sample_distinct(cluster: Cluster, kept, budget: int, weights, capacity, step
     if chosen is None and kept is not None:
         chosen = _empty_rows(kept)
     return chosen, received
+
+
+def uniform_sample(cluster: Cluster, n_rows, budget: int, rng, round_name: str,
+                   kept=None):
+    """Sample ``budget`` distinct points uniformly over all workers' rows.
+
+    Two rounds: each worker's own seed (``round_name + ': seeds'``, one word
+    each), then the points (:func:`sample_distinct`, which draws again when
+    copies of drawn points leave the sample short). Returns (the distinct
+    points, the rows received from each worker).
+    """
+    cluster.scatter_map(uniform_setup_step, [(s,) for s in worker_seeds(rng, cluster.n_workers)],
+                        round=f"{round_name}: seeds", kind="seed")
+    rows = np.asarray(n_rows, dtype=np.int64)
+    return sample_distinct(cluster, kept, budget, rows, rows, uniform_sample_step, rng,
+                           round_name)
 
 
 def sample_rows(state: WorkerState, weights: np.ndarray, count: int):
@@ -237,12 +261,20 @@ def row_sketch(M: np.ndarray, n_out: int, seed: int, chunk: int) -> np.ndarray:
 
 # Step 2: disLS, line 3 of Algorithm 1 of 001: l_j = ||(Z^T)^-1 E^i_{:j}||^2
 @worker_step
-def leverage_scores_step(state: WorkerState, whitener: np.ndarray):
-    """Keep the generalised leverage scores of the embedded rows; reply (sum, #positive)."""
+def leverage_scores_step(state: WorkerState, packed_factor: np.ndarray):
+    """Keep the generalised leverage scores of the embedded rows; reply (sum, #positive).
+
+    ``packed_factor`` is the master's upper-trapezoidal factor ``R`` (r x t,
+    :func:`kernelscale.linalg.pack_trapezoidal`), with ``R^T R`` the
+    pseudo-inverse of ``E^T E`` on its numerical range: the score of row ``e``
+    is ``||R e||^2``, the paper's ``||(Z^T)^-1 e||^2`` without inverting a
+    singular ``Z``.
+    """
     E, chunk = state.embedding, state.config["chunk_size"]
+    factor_t = unpack_trapezoidal(packed_factor, E.shape[1]).T.astype(E.dtype, copy=False)
     state.scores = np.empty(E.shape[0])
     for start in range(0, E.shape[0], chunk):  # no n_i x t temporaries
-        projected = E[start : start + chunk] @ whitener.astype(E.dtype, copy=False)
+        projected = E[start : start + chunk] @ factor_t
         state.scores[start : start + chunk] = np.einsum("ij,ij->i", projected, projected)
     return np.array([state.scores.sum(), np.count_nonzero(state.scores > 0)])
 
@@ -259,9 +291,39 @@ def residual_step(state: WorkerState, P):
     """Keep P; compute each row's squared feature-space distance to span(phi(P))."""
     config = state.config
     kernel = Kernel.from_dict(config["kernel"])
-    state.leverage_points = P
-    basis = whitening(kernel(P, P))
-    X, chunk = state.data, config["chunk_size"]
+    return _keep_residuals(state, kernel, P, whitening(kernel(P, P)), config["chunk_size"])
+
+
+@worker_step
+def ridge_residual_step(state: WorkerState, message):
+    """Add the new landmarks to those kept; each row's ridge residual to span(phi(S)).
+
+    ``message`` is ``Tagged(raw_points=new points, model={'ridge': mu, ...})``;
+    the first round also carries ``'kernel'`` and ``'chunk_size'``, kept in
+    ``state.config``. With S every landmark received so far, the residual is
+    ``k(a,a) - k(a,S) (K_SS + mu I)^-1 k(S,a)``; with ``mu = 0`` it is
+    :func:`residual_step`'s squared distance to span(phi(S)). Divided by the
+    ridge lambda, it is Musco and Musco's (2017) estimate of the
+    lambda-ridge leverage score of ``a`` from the sample S (their Algorithm 2,
+    with ``mu = lambda |S| / n``, the ridge in S's coordinates).
+    """
+    new_points = message["raw_points"]
+    state.config = config = {**getattr(state, "config", {}), **message["model"]}
+    kept = getattr(state, "held_landmarks", None)
+    S = new_points if kept is None else stack_rows([kept, new_points])
+    kernel = Kernel.from_dict(config["kernel"])
+    basis = ridge_whitening(kernel(S, S), float(config["ridge"]))
+    return _keep_residuals(state, kernel, S, basis, config["chunk_size"])
+
+
+def _keep_residuals(state: WorkerState, kernel: Kernel, P, basis, chunk: int):
+    """``state.residual = k(a,a) - ||k(a,P) basis||^2`` (0 for sampled rows); reply (sum, #>0).
+
+    The worker keeps P (``state.held_landmarks``): disLR's round sends only the
+    landmarks it does not hold yet.
+    """
+    state.held_landmarks = P
+    X = state.data
     residual = kernel.diag(X).astype(float)
 
     def residual_chunk(start, stop):

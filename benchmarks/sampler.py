@@ -1,0 +1,583 @@
+"""disKPCA's landmark samplers at equal words on real data (issue 11, part 4).
+
+Run: ``python benchmarks/sampler.py`` (about 20 minutes on 2 cores with ``--jobs 2``;
+``--quick`` for a 2-seed, 2-data-set smoke run). Writes ``benchmarks/results/sampler/``:
+``results.csv`` (one row per fit), ``summary.md`` and ``refs/`` (the exact references,
+computed once and reused).
+
+Data: scikit-learn's digits (standardised, 5 power-law workers) and the UCI sets
+letter, satellite and spam (``--data-dir``, gzipped CSV with a last ``label``
+column; each feature standardised; 10 power-law workers). Paper 001, section 6.2:
+k = 10; RBF with sigma = 0.2 and 1.0 x the median distance; polynomial q = 4
+(gamma = 1/d, coef0 = 1); arc-cosine of order 2. Uncentred and centred.
+
+Methods, all in one run, each sweeping its own |Y| so that the curves cover the
+same range of total fit words (``ledger.total_words('fit')``):
+
+* ``diskpca (ridge)``: the default sampler, a uniform pilot and two ridge-leverage rounds;
+* ``diskpca (paper)``: Algorithm 2 of 001 (leverage scores of the embedding, then adaptive);
+* ``uniform + disLR`` and ``uniform + batch`` (the latter up to the |Y| the others' words buy).
+
+Error: the excess-energy ratio (err - opt) / (trace - opt) on the training data
+against the exact rank-k optimum (0 = optimal). Equal words: a method's mean
+error at its mean words, against a baseline's mean error interpolated (log-log)
+at the same words. A second part (``--no-why`` skips it) measures why the
+paper's sampler loses: the leverage stage's share of the words, an ablation at
+equal |Y| (leverage P vs uniform P, residual vs ridge residual, one vs two
+rounds), and per-point diagnostics of the samples against the exact spectrum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import math
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse.linalg as ssla
+from scipy.stats import spearmanr
+
+from kernelscale.bench import write_rows
+from kernelscale.datasets import load_digits_standardized
+from kernelscale.horizontal import distributed_error, uniform_batch, uniform_dislr
+from kernelscale.horizontal.diskpca import (
+    default_n_leverage,
+    diskpca,
+    ridge_sample,
+)
+from kernelscale.horizontal.dislr import dislr
+from kernelscale.kernels import make_kernel, median_heuristic
+from kernelscale.linalg import as_generator
+from kernelscale.partition import make_partition, split
+from kernelscale.runtime import LocalCluster, validate_cluster, worker_seeds
+
+OUT = Path(__file__).parent / "results" / "sampler"
+REPO = Path(__file__).resolve().parents[1]
+DATA_DIRS = [REPO.parent / "shared" / "data", Path("/work/shared/data")]
+K = 10
+DATASETS = ("digits", "spam", "satellite", "letter")
+KERNELS = ("rbf0.2", "rbf1.0", "poly", "arccos")
+KERNEL_LABELS = {"rbf0.2": "RBF 0.2 x median", "rbf1.0": "RBF 1.0 x median",
+                 "poly": "poly q = 4", "arccos": "arc-cos deg 2"}
+DISKPCA_BUDGETS = (50, 100, 200, 400)
+UNIFORM_DISLR_BUDGETS = (50, 100, 200, 400, 450)  # 450: its curve reaches the paper's words
+BATCH_BUDGETS = (50, 100, 200, 400, 800, 1600, 3200)
+MAIN = ("diskpca (ridge)", "diskpca (paper)", "uniform + disLR", "uniform + batch")
+ABLATION = ("uniform P + adaptive", "uniform P + ridge, 1 round")
+TIE = 0.10  # "never clearly worse": within 10% of the baseline, or within 2 standard errors
+
+
+# ----------------------------------------------------------------------------- data
+
+def load_dataset(name: str, data_dir: Path | None) -> np.ndarray:
+    """Digits from scikit-learn; the UCI sets from gzipped CSV, each feature standardised."""
+    if name == "digits":
+        return load_digits_standardized()[0]
+    dirs = [data_dir] if data_dir else DATA_DIRS
+    path = next((d / f"{name}.csv.gz" for d in dirs if (d / f"{name}.csv.gz").exists()), None)
+    if path is None:
+        raise SystemExit(f"{name}.csv.gz not found in {[str(d) for d in dirs]}; "
+                         "pass --data-dir.")
+    with gzip.open(path, "rt") as handle:
+        handle.readline()
+        rows = [line.rstrip("\n").split(",")[:-1] for line in handle if line.strip()]
+    X = np.array(rows, dtype=float)
+    scale = X.std(axis=0)
+    scale[scale == 0] = 1.0
+    return (X - X.mean(axis=0)) / scale
+
+
+def make_setting_kernel(X, which: str):
+    if which.startswith("rbf"):
+        return make_kernel("rbf", sigma=median_heuristic(X, float(which[3:]), random_state=0))
+    if which == "poly":
+        return make_kernel("poly", degree=4, gamma=1.0 / X.shape[1], coef0=1.0)
+    return make_kernel("arccos", order=2)
+
+
+def n_workers(dataset: str) -> int:
+    return 5 if dataset == "digits" else 10
+
+
+def fingerprint(X) -> str:
+    return hashlib.sha256(np.ascontiguousarray(X).tobytes()).hexdigest()[:16]
+
+
+def full_kernel(X, kernel, chunk: int = 2000) -> np.ndarray:
+    """The n x n kernel matrix in row blocks (3.2 GB for letter)."""
+    out = np.empty((X.shape[0], X.shape[0]))
+    for start in range(0, X.shape[0], chunk):
+        out[start : start + chunk] = kernel(X[start : start + chunk], X)
+    return out
+
+
+def top_eigh(Kmat, n_top: int, vectors: bool = False):
+    """Top eigenpairs: eigh's subset up to 3,000 rows, Lanczos (eigsh) above."""
+    n = Kmat.shape[0]
+    if n <= 3000:
+        w, V = sla.eigh(Kmat, subset_by_index=[n - n_top, n - 1])
+    else:
+        w, V = ssla.eigsh(Kmat, k=n_top, which="LA", tol=0, ncv=max(2 * n_top + 1, 60),
+                          v0=np.ones(n) / np.sqrt(n))
+    order = np.argsort(w)[::-1]
+    return (w[order], V[:, order]) if vectors else w[order]
+
+
+def references(dataset, which, X, kernel, refs_dir: Path) -> dict:
+    """Exact trace, optimum and ||mu||^2, uncentred and centred; computed once, then cached."""
+    paths = {c: refs_dir / f"{dataset}_{which}_{'centred' if c else 'uncentred'}.npz"
+             for c in (False, True)}
+    fp = fingerprint(X)
+    if all(p.exists() and str(np.load(p)["fingerprint"]) == fp for p in paths.values()):
+        return {c: {k: float(v) for k, v in np.load(p).items() if k != "fingerprint"}
+                for c, p in paths.items()}
+    refs_dir.mkdir(parents=True, exist_ok=True)
+    Kmat = full_kernel(X, kernel)
+    out = {}
+    for center in (False, True):
+        if center:  # in place: K - 1 m^T - m 1^T + mean(m)
+            m = Kmat.mean(axis=0)
+            Kmat -= m[None, :]
+            Kmat -= m[:, None]
+            Kmat += m.mean()
+            norm_sq = float(m.mean())
+        else:
+            norm_sq = float(Kmat.mean())
+        trace = float(np.trace(Kmat))
+        w = top_eigh(Kmat, K)
+        out[center] = {"trace": trace, "opt": trace - float(w.sum()), "center_norm_sq": norm_sq}
+        np.savez(paths[center], fingerprint=fp, **out[center])
+    return out
+
+
+# ----------------------------------------------------------------------------- fits
+
+def fit(method, cluster, kernel, n_landmarks, center, rng):
+    if method == "diskpca (ridge)":
+        return diskpca(cluster, kernel, K, n_landmarks=n_landmarks, center=center,
+                       random_state=rng)
+    if method == "diskpca (paper)":
+        return diskpca(cluster, kernel, K, n_landmarks=n_landmarks, center=center,
+                       random_state=rng, sampler="paper")
+    if method == "uniform + disLR":
+        return uniform_dislr(cluster, kernel, K, n_landmarks=n_landmarks, center=center,
+                             random_state=rng)
+    if method == "uniform + batch":
+        return uniform_batch(cluster, kernel, K, n_landmarks=n_landmarks, center=center,
+                             random_state=rng)
+    # Ablation: the paper's |P| = ceil(2 k ln k) uniform points, one round by the plain
+    # residual (ridge 0) or the ridge residual; the default adds a second ridge round.
+    cluster.reset()
+    info = validate_cluster(cluster)
+    targets = [default_n_leverage(K, n_landmarks), n_landmarks]
+    scale = 0.0 if method == "uniform P + adaptive" else 1.0
+    Y, new, _, _ = ridge_sample(cluster, kernel, K, targets, np.array(info.n_rows), center,
+                                4096, rng, ridge_scale=scale)
+    return dislr(cluster, Y, new, kernel, K, info.n_samples, "gram", center, 4096,
+                 worker_seeds(rng, cluster.n_workers))
+
+
+def batch_budgets(X, dataset, words_to_cover: float, center: bool) -> list[int]:
+    """|Y| for uniform + batch up to the words the other methods spend (and at most n)."""
+    s, (n, d) = n_workers(dataset), X.shape
+    per_point = d + s * (d + K + (1 if center else 0))  # up, then Y and C to every worker
+    cap = min(n, math.ceil(words_to_cover / per_point))
+    return sorted({b for b in BATCH_BUDGETS if b < 0.8 * cap} | {cap})
+
+
+def run_setting(task) -> list[dict]:
+    dataset, which, seeds, methods, data_dir, refs_dir = task
+    X = load_dataset(dataset, data_dir)
+    kernel = make_setting_kernel(X, which)
+    refs = references(dataset, which, X, kernel, refs_dir)
+    rows = []
+    for center in (False, True):
+        ref = refs[center]
+        plan = [(m, b) for m in methods if m != "uniform + batch"
+                and not (center and m in ABLATION)  # the ablation is read uncentred
+                for b in (UNIFORM_DISLR_BUDGETS if m == "uniform + disLR" else DISKPCA_BUDGETS)]
+        for seed in seeds:
+            parts = split(X, make_partition(X.shape[0], n_workers(dataset), random_state=seed))
+            runs = [(m, b, seed) for m, b in plan]
+            done = []
+            for m, b, sd in runs:
+                done.append(one_fit(dataset, which, center, parts, kernel, ref, m, b, sd))
+            rows += done
+            if "uniform + batch" in methods:
+                most = max(r["fit_words"] for r in done)
+                for b in batch_budgets(X, dataset, most, center):
+                    rows.append(one_fit(dataset, which, center, parts, kernel, ref,
+                                        "uniform + batch", b, seed))
+    print(f"{dataset} {which}: {len(rows)} fits", flush=True)
+    return rows
+
+
+def one_fit(dataset, which, center, parts, kernel, ref, method, n_landmarks, seed) -> dict:
+    cluster = LocalCluster(parts)
+    start = time.perf_counter()
+    model = fit(method, cluster, kernel, n_landmarks, center, as_generator(seed))
+    seconds = time.perf_counter() - start
+    err = distributed_error(cluster, model, ref["center_norm_sq"] if center else None)["error"]
+    rounds = cluster.ledger.words_by_round("fit")
+    return {"dataset": dataset, "kernel": which, "centred": center, "method": method,
+            "n_landmarks": int(n_landmarks), "seed": seed,
+            "fit_words": cluster.ledger.total_words("fit"),
+            "leverage_words": sum(sum(v.values()) for r, v in rounds.items()
+                                  if r.startswith("leverage")),
+            "n_rounds": len(rounds), "seconds": round(seconds, 3), "error": err,
+            "excess": (err - ref["opt"]) / (ref["trace"] - ref["opt"])}
+
+
+# ----------------------------------------------------------------------------- why
+
+DIAGNOSE = (("digits", "rbf0.2"), ("digits", "rbf1.0"), ("digits", "poly"),
+            ("spam", "rbf0.2"), ("spam", "rbf1.0"), ("satellite", "rbf0.2"),
+            ("satellite", "rbf1.0"))
+
+
+def diagnose(task) -> dict:
+    """Per-point statistics of the samples of |Y| = 200 against the exact spectrum.
+
+    ``lev_k``: rank-k leverage (sums to k; the top-k subspace's weight on a point);
+    ridge leverage with lambda = opt / k (Musco and Musco's choice; top 50
+    eigenpairs exact, the tail's w / (w + lambda) taken as w / lambda);
+    isolation: the 10% of points with the smallest kernel degree mean_j k(a, x_j).
+    """
+    dataset, which, seeds, data_dir = task
+    X = load_dataset(dataset, data_dir)
+    kernel = make_setting_kernel(X, which)
+    Kmat = full_kernel(X, kernel)
+    w, U = top_eigh(Kmat, 50, vectors=True)
+    w = np.maximum(w, 0.0)
+    diag = np.diag(Kmat).copy()
+    degree = Kmat.mean(axis=1)
+    del Kmat
+    opt_over_k = (diag.sum() - w[:K].sum()) / K
+    lev_k = np.sum(U[:, :K] ** 2, axis=1)
+    head = (U**2) @ w
+    ridge_lev = (U**2) @ (w / (w + opt_over_k)) + np.maximum(diag - head, 0.0) / opt_over_k
+    energy_k = (U[:, :K] ** 2) @ w[:K]
+    isolated = degree <= np.quantile(degree, 0.1)
+    index = {row.tobytes(): i for i, row in enumerate(X)}
+    picks = defaultdict(list)
+    rho_k, rho_ridge = [], []
+    for seed in seeds:
+        idx = make_partition(X.shape[0], n_workers(dataset), random_state=seed)
+        parts, order = split(X, idx), np.concatenate(idx)
+        for name in ("paper", "ridge", "uniform"):
+            cluster = LocalCluster(parts)
+            if name == "uniform":
+                model = uniform_dislr(cluster, kernel, K, n_landmarks=200, random_state=seed)
+                first = 0
+            else:
+                model = diskpca(cluster, kernel, K, n_landmarks=200, sampler=name,
+                                random_state=seed)
+                first = model.info["n_leverage"]
+            rows = np.array([index[r.tobytes()] for r in np.ascontiguousarray(model.landmarks)])
+            if name == "paper":
+                picks["P (paper)"].append(rows[:first])
+                scores = np.concatenate([state.scores for state in cluster.states])
+                rho_k.append(spearmanr(scores, lev_k[order])[0])
+                rho_ridge.append(spearmanr(scores, ridge_lev[order])[0])
+            picks[{"paper": "Y~ (paper)", "ridge": "ridge rounds", "uniform": "uniform"}[name]
+                  ].append(rows[first:])
+    out = {"dataset": dataset, "kernel": which,
+           "isolated_energy_share": energy_k[isolated].sum() / energy_k.sum(),
+           "isolated_trace_share": diag[isolated].sum() / diag.sum(),
+           "rho_k": float(np.mean(rho_k)), "rho_ridge": float(np.mean(rho_ridge)),
+           "ridge_lev_spread": float(ridge_lev.std() / ridge_lev.mean())}
+    for name, lst in picks.items():
+        rows = np.concatenate(lst)
+        out[f"{name}: isolated"] = float(isolated[rows].mean())
+        out[f"{name}: n lev_k / k"] = float(np.mean(X.shape[0] * lev_k[rows] / K))
+    return out
+
+
+# ----------------------------------------------------------------------------- summary
+
+def curves(rows):
+    """{(dataset, kernel, centred): {method: [(|Y|, words, excess, std, n), ...]}}."""
+    acc = defaultdict(list)
+    for r in rows:
+        acc[(r["dataset"], r["kernel"], r["centred"], r["method"], r["n_landmarks"])].append(
+            (r["fit_words"], r["excess"]))
+    out = defaultdict(lambda: defaultdict(list))
+    for (ds, kn, c, m, b), v in sorted(acc.items()):
+        v = np.array(v, dtype=float)
+        out[(ds, kn, c)][m].append((b, v[:, 0].mean(), v[:, 1].mean(), v[:, 1].std(),
+                                    len(v)))
+    return out
+
+
+def at_words(curve, words):
+    """(mean excess, std) of ``curve`` interpolated log-log at ``words``; NaN outside it."""
+    pts = sorted(curve, key=lambda t: t[1])
+    x = np.log([t[1] for t in pts])
+    if not x[0] - 1e-9 <= np.log(words) <= x[-1] + 1e-9:
+        return float("nan"), float("nan")
+    y = np.log(np.maximum([t[2] for t in pts], 1e-12))
+    return (float(np.exp(np.interp(np.log(words), x, y))),
+            float(np.interp(np.log(words), x, [t[3] for t in pts])))
+
+
+def verdict(point, baseline):
+    """Ratio of ``point``'s error to the baseline's at the same words, and W/T/L."""
+    _, words, excess, std, n = point
+    ref, ref_std = at_words(baseline, words)
+    if ref != ref:
+        return float("nan"), "-"
+    ratio = excess / max(ref, 1e-12)
+    significant = abs(excess - ref) > 2 * math.hypot(std / math.sqrt(n), ref_std / math.sqrt(n))
+    if ratio > 1 + TIE and significant:
+        return ratio, "L"
+    if ratio < 1 - TIE and significant:
+        return ratio, "W"
+    return ratio, "T"
+
+
+def fmt_ratio(ratio, mark):
+    if ratio != ratio:
+        return "-"
+    text = f"{ratio:.2f}" if ratio >= 0.01 else f"{ratio:.0e}"
+    return f"{text} {mark}"
+
+
+def summary(rows, diagnostics, seeds, elapsed) -> str:
+    cs = curves(rows)
+    lines = ["# disKPCA's samplers at equal words on real data", "",
+             "Produced by `python benchmarks/sampler.py`"
+             + (f" in {elapsed / 60:.1f} min" if elapsed else "") + "; "
+             f"{len(seeds)} seeds ({', '.join(map(str, seeds))}); k = {K}; power-law workers "
+             "(5 on digits, 10 on the UCI sets); every feature standardised. Error: the "
+             "excess-energy ratio (err - opt) / (trace - opt) on the training data against "
+             "the exact optimum (benchmarks/results/sampler/refs). Words: "
+             "`ledger.total_words('fit')`, both directions, every model broadcast included.", "",
+             "Equal words: a method's mean error at its mean words divided by the baseline's "
+             "mean error interpolated log-log at the same words (`-`: outside the baseline's "
+             "range). W / L: more than 10% better / worse and more than 2 standard errors "
+             "apart; T otherwise (a tie).", ""]
+    lines += verdict_tables(cs)
+    lines += why_section(cs, rows, diagnostics)
+    lines += ["## Every point: error against words", "",
+              "| data | kernel | centred | method | |Y| | fit words | excess (mean +- std) |",
+              "|---|---|---|---|---|---|---|"]
+    for (ds, kn, c), methods in sorted(cs.items()):
+        for m in MAIN + ABLATION:
+            for b, words, ex, sd, _ in methods.get(m, []):
+                lines.append(f"| {ds} | {KERNEL_LABELS[kn]} | {'yes' if c else 'no'} | {m} | "
+                             f"{b} | {words:,.0f} | {ex:.4f} +- {sd:.4f} |")
+    return "\n".join(lines) + "\n"
+
+
+def verdict_tables(cs) -> list[str]:
+    out = ["## Verdict at equal words", "",
+           "Ratios at |Y| = " + ", ".join(map(str, DISKPCA_BUDGETS)) + " of disKPCA "
+           "(below 1: lower error than the baseline with the same words).", "",
+           "| data | kernel | centred | ridge / uniform+disLR | paper / uniform+disLR | "
+           "ridge / uniform+batch | paper / uniform+batch | paper / ridge | "
+           "uniform+disLR / uniform+batch |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    tally = defaultdict(lambda: defaultdict(int))
+    by_kernel = defaultdict(lambda: defaultdict(int))
+    losses = defaultdict(list)
+    marks = {}
+    for (ds, kn, c), methods in sorted(cs.items()):
+        cells = []
+        for m, base in (("diskpca (ridge)", "uniform + disLR"),
+                        ("diskpca (paper)", "uniform + disLR"),
+                        ("diskpca (ridge)", "uniform + batch"),
+                        ("diskpca (paper)", "uniform + batch"),
+                        ("diskpca (paper)", "diskpca (ridge)"),
+                        ("uniform + disLR", "uniform + batch")):
+            if m not in methods or base not in methods:
+                cells.append("-")
+                continue
+            parts = []
+            for point in methods[m]:
+                if m == "uniform + disLR" and point[0] not in DISKPCA_BUDGETS:
+                    continue
+                ratio, mark = verdict(point, methods[base])
+                parts.append(fmt_ratio(ratio, mark))
+                tally[(m, base)][mark] += 1
+                marks[(m, base, ds, kn, c, point[0])] = mark
+                if m == "diskpca (ridge)":
+                    by_kernel[(base, kn)][mark] += 1
+                    if mark == "L":
+                        losses[base].append(f"{ds}, {KERNEL_LABELS[kn]}"
+                                            f"{', centred' if c else ''}, |Y| = {point[0]}: "
+                                            f"{ratio:.2f}")
+            cells.append(", ".join(parts))
+        out.append(f"| {ds} | {KERNEL_LABELS[kn]} | {'yes' if c else 'no'} | "
+                   + " | ".join(cells) + " |")
+    out += ["", "Counts over every data set, kernel, centring and |Y| "
+            "(W win, T tie, L loss, - outside the baseline's word range):", "",
+            "| comparison | W | T | L | - |", "|---|---|---|---|---|"]
+    for (m, base), t in tally.items():
+        out.append(f"| {m} vs {base} | {t['W']} | {t['T']} | {t['L']} | {t['-']} |")
+    batch_losses = [key for key, mark in marks.items()
+                     if key[:2] == ("diskpca (ridge)", "uniform + batch") and mark == "L"]
+    shared = sum(marks.get(("uniform + disLR", "uniform + batch", *key[2:])) == "L"
+                 for key in batch_losses)
+    out += ["", f"Of the default sampler's {len(batch_losses)} losses to uniform + batch, "
+            f"{shared} are losses of uniform + disLR too (last column): with "
+            "low-dimensional points, shipping more uniform points to the master costs fewer "
+            "words than disLR's s |Y|(|Y|+1)/2 Gram upload, whatever the sampler (the "
+            "budget feature of issue 11, part 5, chooses between the methods).", "",
+            "The default sampler by kernel (W / T / L over data sets, centring and |Y|):", "",
+            "| kernel | vs uniform + disLR | vs uniform + batch |", "|---|---|---|"]
+    for kn in KERNELS:
+        cells = [" / ".join(str(by_kernel[(base, kn)][mark]) for mark in "WTL")
+                 for base in ("uniform + disLR", "uniform + batch")]
+        if any(by_kernel[(base, kn)] for base in ("uniform + disLR", "uniform + batch")):
+            out.append(f"| {KERNEL_LABELS[kn]} | {cells[0]} | {cells[1]} |")
+    for base in ("uniform + disLR", "uniform + batch"):
+        found = losses[base]
+        out += ["", f"Where the default sampler loses to {base} ({len(found)}): "
+                + ("; ".join(found) if found else "nowhere") + "."]
+    return out + [""]
+
+
+def why_section(cs, rows, diagnostics) -> list[str]:
+    out = ["## Why the paper's sampler loses", "",
+           "**Words.** The leverage stage (embedding Gram up, triangular factor down, "
+           "config) is a fixed cost per worker, s (t(t+1)/2 + t(t+1)/2 + ~13) words with "
+           "t = 50; the ridge sampler replaces it by 14 words per worker. Share of the "
+           "paper sampler's fit words (mean over kernels and centring):", "",
+           "| data | " + " | ".join(f"|Y| = {b}" for b in DISKPCA_BUDGETS) + " |",
+           "|---|" + "---|" * len(DISKPCA_BUDGETS)]
+    share = defaultdict(list)
+    for r in rows:
+        if r["method"] == "diskpca (paper)":
+            share[(r["dataset"], r["n_landmarks"])].append(r["leverage_words"] / r["fit_words"])
+    for ds in DATASETS:
+        if any(k[0] == ds for k in share):
+            out.append(f"| {ds} | " + " | ".join(
+                f"{np.mean(share[(ds, b)]):.0%}" if share[(ds, b)] else "-"
+                for b in DISKPCA_BUDGETS) + " |")
+    out += ["", "**Sampling at equal |Y|** (no word counted): each sampler's mean error over "
+            "uniform + disLR's at the same |Y|, uncentred. 'uniform P + adaptive' is the "
+            "paper's Algorithm 2 with its |P| = ceil(2 k ln k) points drawn uniformly "
+            "instead of by leverage score; '+ ridge, 1 round' also replaces the residual by "
+            "the ridge residual; 'diskpca (ridge)' is the default (|Y|/4 uniform, two ridge "
+            "rounds).", "",
+            "| data | kernel | method | " + " | ".join(f"|Y| = {b}" for b in DISKPCA_BUDGETS)
+            + " |", "|---|---|---|" + "---|" * len(DISKPCA_BUDGETS)]
+    for (ds, kn, c), methods in sorted(cs.items()):
+        if c or "uniform + disLR" not in methods or ABLATION[0] not in methods:
+            continue
+        uniform = {b: ex for b, _, ex, _, _ in methods["uniform + disLR"]}
+        for m in ("diskpca (paper)",) + ABLATION + ("diskpca (ridge)",):
+            by_budget = {b: ex for b, _, ex, _, _ in methods.get(m, [])}
+            out.append(f"| {ds} | {KERNEL_LABELS[kn]} | {m} | " + " | ".join(
+                f"{by_budget[b] / uniform[b]:.2f}" if b in by_budget and uniform.get(b)
+                else "-" for b in DISKPCA_BUDGETS) + " |")
+    if diagnostics:
+        out += ["", "**Per-point diagnostics** (uncentred, |Y| = 200, against the exact "
+                "spectrum). 'isolated': the 10% of points with the smallest kernel degree; "
+                "their share of the top-k energy and of the trace; the share of each "
+                "sample drawn from them (uniform: 0.10). n lev_k / k: mean rank-k leverage "
+                "of the sampled points, 1 for a uniform sample. rho: Spearman correlation "
+                "of the paper's embedding leverage scores with the exact rank-k and ridge "
+                "leverage scores (lambda = opt / k). spread: std / mean of the exact ridge "
+                "leverage (0 = uniform).", "",
+                "| data | kernel | isolated: top-k energy | trace | P (paper) | Y~ (paper) | "
+                "ridge rounds | uniform | n lev_k/k: P (paper) | Y~ (paper) | ridge | "
+                "rho(rank-k) | rho(ridge) | ridge spread |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for d in diagnostics:
+            out.append(
+                f"| {d['dataset']} | {KERNEL_LABELS[d['kernel']]} | "
+                f"{d['isolated_energy_share']:.4f} | {d['isolated_trace_share']:.3f} | "
+                f"{d['P (paper): isolated']:.3f} | {d['Y~ (paper): isolated']:.3f} | "
+                f"{d['ridge rounds: isolated']:.3f} | {d['uniform: isolated']:.3f} | "
+                f"{d['P (paper): n lev_k / k']:.2f} | {d['Y~ (paper): n lev_k / k']:.2f} | "
+                f"{d['ridge rounds: n lev_k / k']:.2f} | {d['rho_k']:.2f} | "
+                f"{d['rho_ridge']:.2f} | {d['ridge_lev_spread']:.2f} |")
+    return out + [""]
+
+
+def read_results(folder: Path):
+    """The rows of results.csv and diagnostics.csv, typed as the run wrote them."""
+    import csv
+
+    def typed(value):
+        if value in ("True", "False"):
+            return value == "True"
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+        return int(number) if number.is_integer() and "." not in value else number
+
+    rows = [{k: typed(v) for k, v in r.items()}
+            for r in csv.DictReader(open(folder / "results.csv"))]
+    path = folder / "diagnostics.csv"
+    diagnostics = ([{k: typed(v) for k, v in r.items()} for r in csv.DictReader(open(path))]
+                   if path.exists() else [])
+    return rows, diagnostics
+
+
+# ----------------------------------------------------------------------------- main
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="2 seeds, digits and spam, RBF 0.2 and poly only")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=2, help="processes (one setting each)")
+    parser.add_argument("--data-dir", type=Path, help="folder of letter/satellite/spam.csv.gz")
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
+    parser.add_argument("--kernels", nargs="+", default=list(KERNELS), choices=KERNELS)
+    parser.add_argument("--no-why", action="store_true", help="skip the ablation and diagnostics")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--summary-only", action="store_true",
+                        help="rewrite summary.md from results.csv and diagnostics.csv")
+    args = parser.parse_args(argv)
+    if args.summary_only:
+        rows, diagnostics = read_results(args.out)
+        seeds = sorted({r["seed"] for r in rows})
+        (args.out / "summary.md").write_text(summary(rows, diagnostics, seeds, None))
+        print(f"wrote {args.out}/summary.md")
+        return
+    seeds = list(range(2 if args.quick else args.seeds))
+    datasets = ["digits", "spam"] if args.quick else args.datasets
+    kernels = ["rbf0.2", "poly"] if args.quick else args.kernels
+    start = time.perf_counter()
+    refs_dir = args.out / "refs"
+    # Reference first, one setting at a time (letter's kernel matrix is 3.2 GB).
+    for ds in datasets:
+        X = load_dataset(ds, args.data_dir)
+        for kn in kernels:
+            references(ds, kn, X, make_setting_kernel(X, kn), refs_dir)
+    tasks = []
+    for ds in datasets:
+        for kn in kernels:
+            methods = MAIN
+            if not args.no_why and kn.startswith("rbf"):
+                methods = MAIN + ABLATION
+            tasks.append((ds, kn, seeds, methods, args.data_dir, refs_dir))
+    tasks.sort(key=lambda t: t[0] != "letter")  # the longest first
+    diag_tasks = [] if args.no_why else [
+        (ds, kn, seeds, args.data_dir) for ds, kn in DIAGNOSE if ds in datasets and kn in kernels]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        diag_futures = [pool.submit(diagnose, t) for t in diag_tasks]
+        rows = [r for part in pool.map(run_setting, tasks) for r in part]
+        diagnostics = [f.result() for f in diag_futures]
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_rows(args.out / "results.csv", rows)
+    if diagnostics:
+        write_rows(args.out / "diagnostics.csv", diagnostics)
+    text = summary(rows, diagnostics, seeds, time.perf_counter() - start)
+    (args.out / "summary.md").write_text(text)
+    print(f"wrote {args.out}/results.csv and summary.md "
+          f"({(time.perf_counter() - start) / 60:.1f} min)")
+
+
+if __name__ == "__main__":
+    main()
