@@ -84,8 +84,8 @@ def _expected_ridge_rounds(n_y, targets, s, d, k, center):
         rounds[f"ridge sampling {j}: residuals"] = {DOWN: s * (new * d + config), UP: 2 * s}
         rounds[f"ridge sampling {j}"] = {DOWN: s, UP: (targets[j] - targets[j - 1]) * d}
     last = targets[-1] - targets[-2]
-    rounds["disLR: k(Y,A_i) k(A_i,Y)"] = {
-        DOWN: s * (last * d + 9 + 1), UP: s * (n_y * (n_y + 1) // 2 + (n_y if center else 0) + 1)}  # + the trace
+    gram_up = n_y * (n_y + 1) // 2 + (n_y if center else 0) + 1  # + 1: the trace
+    rounds["disLR: k(Y,A_i) k(A_i,Y)"] = {DOWN: s * (last * d + 9 + 1), UP: s * gram_up}
     rounds["disLR: components"] = {DOWN: s * n_y * (k + (1 if center else 0)), UP: 0}
     return rounds
 
