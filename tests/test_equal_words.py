@@ -62,7 +62,8 @@ def test_fmt():
     assert fmt(None) == "-"
     cell = fmt(Setting(800, 841385.4, 0.6771, 0.0191, 5), "D")
     assert cell == "0.677 ± 0.019 (D = 800, 841,385 w)"
-    assert fmt(Setting(800, 1.0, 0.5, 0.25, 5), digits=2, words=False) == "0.50 ± 0.25"
+    assert fmt(Setting(800, 1.0, 0.5, 0.25, 5), spec=".2f", words=False) == "0.50 ± 0.25"
+    assert fmt(Setting(1, 1.0, 2e-5, 1e-6, 5), spec=".1e", words=False) == "2.0e-05 ± 1.0e-06"
 
 
 def test_module_examples():

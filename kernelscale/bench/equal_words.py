@@ -116,15 +116,18 @@ def words_to_reach(settings: Sequence[Setting], target: float,
     return min(reached, key=lambda s: s.words) if reached else None
 
 
-def fmt(setting: Setting | None, knob: str = "", digits: int = 3, words: bool = True) -> str:
+def fmt(setting: Setting | None, knob: str = "", spec: str = ".3f", words: bool = True) -> str:
     """A table cell, ``'0.512 ± 0.010 (T = 10, 118,478 w)'`` (``knob='T'``); ``'-'`` for None.
+
+    ``spec`` formats the mean and the std (``'.3f'``, ``'.2e'``); ``words=False``
+    leaves out the setting and its words.
 
     >>> fmt(Setting(10, 118478.0, 0.5123, 0.01, 5), "T")
     '0.512 ± 0.010 (T = 10, 118,478 w)'
     """
     if setting is None:
         return "-"
-    text = f"{setting.mean:.{digits}f} ± {setting.std:.{digits}f}"
+    text = f"{setting.mean:{spec}} ± {setting.std:{spec}}"
     if not words:
         return text
     label = f"{knob} = {setting.param}" if knob else f"{setting.param}"
