@@ -159,6 +159,7 @@ def plot(parties_rows, sample_rows, path):
     names = list(dict.fromkeys(r["dataset"] for r in parties_rows))
     fig, axes = plt.subplots(len(names), 3, figsize=(16, 3.8 * len(names)), squeeze=False)
     for i, name in enumerate(names):
+        seconds_axis = axes[i, 0].twinx()
         for D in sorted({r["D"] for r in parties_rows if r["dataset"] == name}):
             sub = [dict(r, param=r["J"]) for r in parties_rows
                    if r["dataset"] == name and r["D"] == D]
@@ -167,17 +168,20 @@ def plot(parties_rows, sample_rows, path):
             Js = [s.param for s in err]
             axes[i, 0].errorbar(Js, [s.mean for s in err], yerr=[s.std for s in err],
                                 marker="o", capsize=3, label=f"D = {D}")
-            axes[i, 0].plot(Js, [sec[J].mean for J in Js], ":", color="gray")
+            seconds_axis.plot(Js, [sec[J].mean for J in Js], ":", color="gray")
             axes[i, 1].errorbar([s.words for s in err], [s.mean for s in err],
                                 yerr=[s.std for s in err], marker="o", capsize=3,
                                 label=f"D = {D} (J = {Js[0]}..{Js[-1]})")
         raw = sub[0]["raw_words"]
         axes[i, 1].axvline(raw, color="k", linestyle="--", label="raw features (n M words)")
-        axes[i, 0].set(xscale="log", yscale="symlog", xlabel="parties J",
-                       ylabel="||sin Theta||_F (k = 5); dotted: seconds",
+        seconds_axis.set(yscale="log", ylabel="one-shot seconds (dotted)")
+        axes[i, 0].set(xscale="log", xlabel="parties J", ylabel="||sin Theta||_F (k = 5)",
                        title=f"{name}: Fig. 3(a), n = {sub[0]['n']}")
-        axes[i, 1].set(xscale="log", yscale="symlog", xlabel="uploaded words",
+        axes[i, 1].set(xscale="log", xlabel="uploaded words",
                        ylabel="||sin Theta||_F", title=f"{name}: error against words")
+        for ax in axes[i, :2]:  # log below 1e-4 would be dominated by exact zeros
+            ax.set_yscale("symlog", linthresh=1e-4)
+            ax.set_ylim(bottom=0)
         sub = [dict(r, param=r["n"]) for r in sample_rows if r["dataset"] == name]
         if sub:
             err = summarize(sub, "sin_theta", words="upload_words")
