@@ -28,8 +28,6 @@ words and states where the paper's claims hold.
 
 from __future__ import annotations
 
-import argparse
-import csv
 import inspect
 import math
 import time
@@ -42,6 +40,7 @@ from threadpoolctl import threadpool_limits
 
 from kernelscale.bench import write_rows
 from kernelscale.bench.equal_words import best_within, fmt, summarize, words_to_reach
+from kernelscale.bench.scripts import read_rows, script_arguments
 from kernelscale.datasets import load_dataset
 from kernelscale.federated import distributed_spectral_clustering, fk_kmeans, rfk_kmeans, sk_kmeans
 from kernelscale.federated.baselines import gamma_rule
@@ -317,38 +316,15 @@ def summary(rows, quick, n_seeds):
     return "\n".join(lines) + "\n"
 
 
-def read_runs(path):
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    for r in rows:
-        for key in ("nmi", "gamma", "seconds"):
-            r[key] = float(r[key])
-        for key in ("n", "d", "k", "seed", "param"):
-            r[key] = int(r[key])
-        for key in ("upload_words", "total_words", "raw_point_words", "n_refine"):
-            r[key] = int(r[key]) if r[key] != "" else ""
-    return rows
-
-
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small smoke run (seconds)")
-    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
-    parser.add_argument("--seeds", type=int, default=5, help="number of seeds (0, 1, ...)")
-    parser.add_argument("--summary-only", action="store_true",
-                        help="rebuild summary.md and the plot from runs.csv")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    out = args.out / "quick" if args.quick else args.out
-    out.mkdir(parents=True, exist_ok=True)
-    seeds = [0] if args.quick else list(range(args.seeds))
+    args, out = script_arguments(__doc__, DATASETS, OUT, argv)
     if args.summary_only:
-        rows = read_runs(out / "runs.csv")
+        rows = read_rows(out / "runs.csv")
     else:
         rows = []
         with threadpool_limits(1):  # one BLAS thread: the machine is small and shared
             for name in args.datasets:
-                rows += dataset_runs(name, seeds, args.quick)
+                rows += dataset_runs(name, args.seeds, args.quick)
                 write_rows(out / "runs.csv", rows)
     plot(rows, out / "federated_real.png")
     text = summary(rows, args.quick, len({r["seed"] for r in rows}))

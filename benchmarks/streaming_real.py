@@ -23,8 +23,6 @@ compares the methods at equal space and states where the paper's claims hold.
 
 from __future__ import annotations
 
-import argparse
-import csv
 import math
 from pathlib import Path
 
@@ -34,6 +32,7 @@ from threadpoolctl import threadpool_limits
 
 from kernelscale.bench import write_rows
 from kernelscale.bench.equal_words import best_within, fmt, mean_std, summarize
+from kernelscale.bench.scripts import read_rows, script_arguments
 from kernelscale.datasets import load_dataset
 
 OUT = Path(__file__).parent / "results" / "streaming_real"
@@ -249,35 +248,14 @@ def summary(rows, quick):
     return "\n".join(lines) + "\n"
 
 
-def read_rows(path):
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    for r in rows:
-        for key in (*MEASURES, "gamma"):
-            r[key] = float(r[key])
-        for key in ("sample_size", "space_words", "n_train", "d", "seed"):
-            r[key] = int(r[key])
-        r["sketch_size"] = int(r["sketch_size"]) if r["sketch_size"] else ""
-    return rows
-
-
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small smoke run (seconds)")
-    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
-    parser.add_argument("--seeds", type=int, default=5, help="number of seeds (0, 1, ...)")
-    parser.add_argument("--summary-only", action="store_true",
-                        help="rebuild summary.md and the plot from the CSV")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    out = args.out / "quick" if args.quick else args.out
-    out.mkdir(parents=True, exist_ok=True)
+    args, out = script_arguments(__doc__, DATASETS, OUT, argv)
     if args.summary_only:
         rows = read_rows(out / "error_vs_size.csv")
     else:
         # One BLAS thread for every method: timings on a shared machine are noise otherwise.
         with threadpool_limits(1, user_api="blas"):
-            rows = runs(args.datasets, [0] if args.quick else range(args.seeds), args.quick)
+            rows = runs(args.datasets, args.seeds, args.quick)
         write_rows(out / "error_vs_size.csv", rows)
     plot_sweep(mean_rows(rows), out / "error_vs_size.png")
     text = summary(rows, args.quick)

@@ -32,8 +32,6 @@ draws a random subset of the points, as the paper's n = 288-537:
 
 from __future__ import annotations
 
-import argparse
-import csv
 import time
 import warnings
 from pathlib import Path
@@ -49,6 +47,7 @@ from vertical import parties, top_vectors
 
 from kernelscale.bench import write_rows
 from kernelscale.bench.equal_words import fmt, mean_std, summarize, words_to_reach
+from kernelscale.bench.scripts import read_rows, script_arguments
 from kernelscale.datasets import load_dataset
 from kernelscale.kernels import make_kernel
 from kernelscale.linalg import top_eigh
@@ -333,39 +332,19 @@ def summary(parties_rows, sample_rows, svm_rows, quick):
     return "\n".join(lines) + "\n"
 
 
-def read_csv(path):
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    for r in rows:
-        for key, value in r.items():
-            if key not in ("dataset", "method"):
-                r[key] = float(value) if "." in value or "e" in value else int(value)
-    return rows
-
-
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small smoke run (seconds)")
-    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
-    parser.add_argument("--seeds", type=int, default=5, help="number of seeds (0, 1, ...)")
-    parser.add_argument("--summary-only", action="store_true",
-                        help="rebuild summary.md and the plot from the CSVs")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    out = args.out / "quick" if args.quick else args.out
-    out.mkdir(parents=True, exist_ok=True)
+    args, out = script_arguments(__doc__, DATASETS, OUT, argv)
     files = ("parties.csv", "samples.csv", "svm.csv")
     if args.summary_only:
-        parties_rows, sample_rows, svm_rows = (read_csv(out / f) for f in files)
+        parties_rows, sample_rows, svm_rows = (read_rows(out / f) for f in files)
     else:
-        seeds = [0] if args.quick else list(range(args.seeds))
         parties_rows, sample_rows, svm_rows = [], [], []
         with threadpool_limits(1):  # one BLAS thread: the machine is small and shared
             for name in args.datasets:
-                a, b = subspace_runs(name, seeds, args.quick)
+                a, b = subspace_runs(name, args.seeds, args.quick)
                 parties_rows += a
                 sample_rows += b
-                svm_rows += svm_runs(name, seeds, args.quick)
+                svm_rows += svm_runs(name, args.seeds, args.quick)
         for f, rows in zip(files, (parties_rows, sample_rows, svm_rows), strict=True):
             write_rows(out / f, rows)
     plot(parties_rows, sample_rows, out / "vertical_real.png")

@@ -1,4 +1,4 @@
-"""Smoke runs of the real-data benchmark scripts (``--quick``, a few seconds each)."""
+"""The real-data benchmark scripts: their shared helpers and ``--quick`` smoke runs (seconds)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import importlib
 from pathlib import Path
 
 import pytest
+
+from kernelscale.bench import write_rows
+from kernelscale.bench.scripts import read_rows, script_arguments
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -21,6 +24,32 @@ def script(monkeypatch):
 def rows(path):
     with open(path, newline="") as handle:
         return list(csv.DictReader(handle))
+
+
+def test_read_rows_gives_back_numbers(tmp_path):
+    written = [dict(dataset="letter", label="SKPCA l=2", n=20000, gamma=0.0029239731364392647,
+                    error=1.3e-08, n_refine="", seed=0),
+               dict(dataset="spam", label="Nystrom", n=4601, gamma=2.0, error=0.5, n_refine=10,
+                    seed=4)]
+    write_rows(tmp_path / "x.csv", written)
+    back = read_rows(tmp_path / "x.csv")
+    assert back == written
+    assert isinstance(back[1]["gamma"], float) and isinstance(back[1]["n"], int)
+
+
+def test_script_arguments(tmp_path):
+    args, out = script_arguments("title\nmore", ["a", "b"], tmp_path / "r", [])
+    assert (args.datasets, args.seeds, args.quick, args.summary_only) == (
+        ["a", "b"], [0, 1, 2, 3, 4], False, False)
+    assert out == tmp_path / "r" and out.is_dir()
+    args, out = script_arguments("t", ["a", "b"], tmp_path / "r", ["--quick", "--seeds", "3"])
+    assert args.seeds == [0] and out == tmp_path / "r" / "quick"
+    args, _ = script_arguments("t", ["a"], tmp_path / "r", ["--seeds", "2", "--summary-only"])
+    assert args.seeds == [0, 1] and args.summary_only
+    with pytest.raises(SystemExit):
+        script_arguments("t", ["a"], tmp_path, ["--datasets", "c"])
+    with pytest.raises(SystemExit):
+        script_arguments("t", ["a"], tmp_path, ["--seeds", "0"])
 
 
 def test_vertical_real_quick(script, tmp_path):
@@ -58,3 +87,11 @@ def test_streaming_real_quick(script, tmp_path):
     assert all(float(r["spectral_error"]) >= 0 for r in sweep)
     assert "Best mean spectral error with at most W words of space" in (
         out / "summary.md").read_text()
+
+
+def test_module_examples():
+    import doctest
+
+    import kernelscale.bench.scripts as module
+
+    assert doctest.testmod(module).failed == 0
