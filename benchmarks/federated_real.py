@@ -29,7 +29,6 @@ words and states where the paper's claims hold.
 from __future__ import annotations
 
 import inspect
-import math
 import time
 from pathlib import Path
 
@@ -39,8 +38,14 @@ from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
 from kernelscale.bench import write_rows
-from kernelscale.bench.equal_words import best_within, fmt, summarize, words_to_reach
-from kernelscale.bench.scripts import read_rows, script_arguments
+from kernelscale.bench.equal_words import (
+    best_within,
+    budget_grid,
+    fmt,
+    summarize,
+    words_to_reach,
+)
+from kernelscale.bench.scripts import read_rows, script_arguments, verdict
 from kernelscale.datasets import load_dataset
 from kernelscale.federated import distributed_spectral_clustering, fk_kmeans, rfk_kmeans, sk_kmeans
 from kernelscale.federated.baselines import gamma_rule
@@ -154,14 +159,6 @@ def reference(rows, dataset, method):
     return summarize(select(rows, dataset, method), "nmi", words="seconds")[0]
 
 
-def budgets(curve_sets):
-    """Half-decade word budgets from where every method has a setting to the largest words."""
-    lo = max(min(s.words for s in c) for c in curve_sets.values())
-    hi = max(max(s.words for s in c) for c in curve_sets.values())
-    return [10 ** (e / 2) for e in range(math.ceil(2 * math.log10(lo)),
-                                         math.ceil(2 * math.log10(hi)) + 1)]
-
-
 # ----------------------------------------------------------------------------- plot
 def plot(rows, path):
     import matplotlib
@@ -195,10 +192,6 @@ def plot(rows, path):
 
 
 # ----------------------------------------------------------------------------- summary
-def verdict(ok):
-    return "**holds**" if ok else "**does not hold**"
-
-
 def fewer_words(fk, other, fk_curve, other_curve, name):
     """The verdict on "FK needs <= 0.4 x the other's words to reach the target", with numbers.
 
@@ -232,7 +225,7 @@ def dataset_summary(rows, name):
                   "completeness only.**", ""]
     for n_refine in REFINES:
         cs = curves(rows, name, n_refine)
-        grid = budgets(cs)
+        grid = budget_grid(cs)
         protocol = "the paper's protocol" if n_refine == 0 else "Lloyd refinement"
         lines += [f"### n_refine = {n_refine} ({protocol})", "",
                   "Best mean NMI with at most W uploaded words (the setting that reaches it):",

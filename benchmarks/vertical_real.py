@@ -47,7 +47,7 @@ from vertical import parties, top_vectors
 
 from kernelscale.bench import write_rows
 from kernelscale.bench.equal_words import fmt, mean_std, summarize, words_to_reach
-from kernelscale.bench.scripts import read_rows, script_arguments
+from kernelscale.bench.scripts import read_rows, script_arguments, verdict
 from kernelscale.datasets import load_dataset
 from kernelscale.kernels import make_kernel
 from kernelscale.linalg import top_eigh
@@ -196,10 +196,6 @@ def plot(parties_rows, sample_rows, path):
 
 
 # ----------------------------------------------------------------------------- summary
-def verdict(ok):
-    return "**holds**" if ok else "**does not hold**"
-
-
 def parties_section(rows, name):
     sub = [r for r in rows if r["dataset"] == name]
     Ds = sorted({r["D"] for r in sub})

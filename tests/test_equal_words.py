@@ -72,3 +72,17 @@ def test_module_examples():
     import kernelscale.bench.equal_words as module
 
     assert doctest.testmod(module).failed == 0
+
+
+def test_budget_grid_covers_every_setting():
+    from kernelscale.bench.equal_words import budget_grid
+
+    a = [Setting(1, 12_000.0, 0, 0, 1), Setting(2, 4_100_000.0, 0, 0, 1)]
+    b = [Setting(1, 30_000.0, 0, 0, 1), Setting(2, 200_000.0, 0, 0, 1)]
+    grid = budget_grid({"a": a, "b": b})
+    assert grid[0] == pytest.approx(10**4.5)  # the first budget where both have a setting
+    assert grid[-1] == pytest.approx(10**7) and grid[-2] < 4_100_000  # the largest counts
+    assert all(y / x == pytest.approx(10**0.5) for x, y in zip(grid, grid[1:], strict=False))
+    assert budget_grid({"a": [Setting(1, 1000.0, 0, 0, 1)]}) == [pytest.approx(1000.0)]
+    with pytest.raises(ValueError, match="at least one setting"):
+        budget_grid({"a": a, "b": []})

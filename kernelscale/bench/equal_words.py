@@ -20,13 +20,15 @@ words with which a method's mean reaches it.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Setting", "best_within", "fmt", "mean_std", "summarize", "words_to_reach"]
+__all__ = ["Setting", "best_within", "budget_grid", "fmt", "mean_std", "summarize",
+           "words_to_reach"]
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,27 @@ def words_to_reach(settings: Sequence[Setting], target: float,
     reached = [s for s in settings
                if (s.mean >= target if higher_is_better else s.mean <= target)]
     return min(reached, key=lambda s: s.words) if reached else None
+
+
+def budget_grid(methods: Mapping[str, Sequence[Setting]], per_decade: int = 2) -> list[float]:
+    """Word budgets ``10^(i / per_decade)`` over the range the methods cover together.
+
+    From the first budget at which every method has a setting up to the first
+    budget at or above the largest words of any setting, so that every setting
+    counts in some budget.
+
+    >>> a = [Setting(1, 40.0, 0.0, 0.0, 1), Setting(2, 900.0, 0.0, 0.0, 1)]
+    >>> b = [Setting(1, 120.0, 0.0, 0.0, 1)]
+    >>> [round(w) for w in budget_grid({"a": a, "b": b})]
+    [316, 1000]
+    """
+    if any(not settings for settings in methods.values()):
+        raise ValueError("every method needs at least one setting.")
+    low = max(min(s.words for s in settings) for settings in methods.values())
+    high = max(max(s.words for s in settings) for settings in methods.values())
+    first = math.ceil(per_decade * math.log10(low) - 1e-9)
+    last = math.ceil(per_decade * math.log10(high) - 1e-9)
+    return [10 ** (e / per_decade) for e in range(first, last + 1)]
 
 
 def fmt(setting: Setting | None, knob: str = "", spec: str = ".3f", words: bool = True) -> str:

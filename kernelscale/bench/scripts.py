@@ -13,7 +13,7 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["read_rows", "script_arguments"]
+__all__ = ["read_rows", "script_arguments", "verdict"]
 
 
 def script_arguments(doc: str, datasets: Sequence[str], out, argv=None,
@@ -61,3 +61,8 @@ def read_rows(path) -> list[dict]:
     with open(path, newline="") as handle:
         return [{key: _value(value) for key, value in row.items()}
                 for row in csv.DictReader(handle)]
+
+
+def verdict(holds: bool) -> str:
+    """A summary's verdict on a paper's claim: ``'**holds**'`` or ``'**does not hold**'``."""
+    return "**holds**" if holds else "**does not hold**"
