@@ -1,0 +1,97 @@
+"""The real-data benchmark scripts: their shared helpers and ``--quick`` smoke runs (seconds)."""
+
+from __future__ import annotations
+
+import csv
+import importlib
+from pathlib import Path
+
+import pytest
+
+from kernelscale.bench import write_rows
+from kernelscale.bench.scripts import read_rows, script_arguments
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture
+def script(monkeypatch):
+    """Import a script of benchmarks/ as a module (they import their neighbours by name)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    return importlib.import_module
+
+
+def rows(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_read_rows_gives_back_numbers(tmp_path):
+    written = [dict(dataset="letter", label="SKPCA l=2", n=20000, gamma=0.0029239731364392647,
+                    error=1.3e-08, n_refine="", seed=0),
+               dict(dataset="spam", label="Nystrom", n=4601, gamma=2.0, error=0.5, n_refine=10,
+                    seed=4)]
+    write_rows(tmp_path / "x.csv", written)
+    back = read_rows(tmp_path / "x.csv")
+    assert back == written
+    assert isinstance(back[1]["gamma"], float) and isinstance(back[1]["n"], int)
+
+
+def test_script_arguments(tmp_path):
+    args, out = script_arguments("title\nmore", ["a", "b"], tmp_path / "r", [])
+    assert (args.datasets, args.seeds, args.quick, args.summary_only) == (
+        ["a", "b"], [0, 1, 2, 3, 4], False, False)
+    assert out == tmp_path / "r" and out.is_dir()
+    args, out = script_arguments("t", ["a", "b"], tmp_path / "r", ["--quick", "--seeds", "3"])
+    assert args.seeds == [0] and out == tmp_path / "r" / "quick"
+    args, _ = script_arguments("t", ["a"], tmp_path / "r", ["--seeds", "2", "--summary-only"])
+    assert args.seeds == [0, 1] and args.summary_only
+    with pytest.raises(SystemExit):
+        script_arguments("t", ["a"], tmp_path, ["--datasets", "c"])
+    with pytest.raises(SystemExit):
+        script_arguments("t", ["a"], tmp_path, ["--seeds", "0"])
+
+
+def test_vertical_real_quick(script, tmp_path):
+    script("vertical_real").main(["--quick", "--datasets", "letter", "--out", str(tmp_path)])
+    out = tmp_path / "quick"
+    svm = rows(out / "svm.csv")
+    assert {r["method"] for r in svm} == {"one-shot", "KPCA", "PCA"}
+    assert all(0.0 <= float(r["accuracy"]) <= 1.0 for r in svm)
+    parties = rows(out / "parties.csv")
+    # J D (n + 1) words, once per party
+    assert all(int(r["upload_words"]) == int(r["J"]) * int(r["D"]) * (int(r["n"]) + 1)
+               for r in parties)
+    text = (out / "summary.md").read_text()
+    assert "Table I" in text and "Paper's claims" in text
+    assert (out / "vertical_real.png").stat().st_size > 0
+
+
+def test_federated_real_quick(script, tmp_path):
+    script("federated_real").main(["--quick", "--datasets", "spam", "--out", str(tmp_path)])
+    out = tmp_path / "quick"
+    runs = rows(out / "runs.csv")
+    assert {r["method"] for r in runs} == {"CK", "SK", "FK", "RFK", "CE PCA"}
+    assert {r["n_refine"] for r in runs if r["method"] == "FK"} == {"0", "10"}
+    assert all(int(r["upload_words"]) > 0 for r in runs if r["method"] not in ("CK", "SK"))
+    text = (out / "summary.md").read_text()
+    assert "not clusters" in text  # spam's classes: CK's NMI is near 0, flagged
+    assert "Best mean NMI with at most W uploaded words" in text
+
+
+def test_streaming_real_quick(script, tmp_path):
+    script("streaming_real").main(["--quick", "--datasets", "spam", "--out", str(tmp_path)])
+    out = tmp_path / "quick"
+    sweep = rows(out / "error_vs_size.csv")
+    assert {r["label"].split()[0] for r in sweep} == {"SKPCA", "RNCA", "Nystrom"}
+    assert all(float(r["spectral_error"]) >= 0 for r in sweep)
+    assert "Best mean spectral error with at most W words of space" in (
+        out / "summary.md").read_text()
+
+
+def test_module_examples():
+    import doctest
+
+    import kernelscale.bench.scripts as module
+
+    assert doctest.testmod(module).failed == 0
