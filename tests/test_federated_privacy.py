@@ -40,3 +40,15 @@ def test_without_row_counts_the_rule_is_unchanged():
     X = _blobs(3)
     assert paper_gamma(LocalCluster([X[:1], X[1:]])) == pytest.approx(
         paper_gamma(LocalCluster([X])), rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rfk_kmeans_refuses_a_one_row_client_too(seed):
+    # (distributed spectral clustering does not: its disKPCA uploads raw rows by design)
+    from kernelscale.federated import rfk_kmeans
+
+    X = _blobs(seed)
+    cluster = LocalCluster([X[:1], X[1:]])
+    with pytest.raises(ValueError, match=r"Client\(s\) \[0\] hold fewer than 2 rows"):
+        rfk_kmeans(cluster, 2, n_random_features=20, random_state=seed)
+    assert not [m for m in cluster.ledger.rounds() if m.round == "gamma: moments"]

@@ -98,8 +98,8 @@ def rfk_kmeans(cluster: Cluster, n_clusters: int, *, n_random_features: int = 80
     """RFK k-means: random Fourier features on the workers, then the coreset k-means."""
     rng = as_generator(random_state)
     cluster.reset()
-    validate_cluster(cluster)
-    gamma = paper_gamma(cluster) if gamma is None else float(gamma)
+    info = validate_cluster(cluster)
+    gamma = paper_gamma(cluster, info.n_rows) if gamma is None else float(gamma)
     cluster.broadcast_map(random_features_step, shared_seed(rng), gamma, int(n_random_features),
                           round="rfk: features", kind="seed")
     km = kmeans_on_workers(cluster, n_clusters, coreset_size=coreset_size, source="embedding",
@@ -158,6 +158,9 @@ def distributed_spectral_clustering(
     if kernel is None:
         cluster.reset()
         validate_cluster(cluster)
+        # No minimum-rows guard here (unlike FK and RFK k-means): disKPCA below
+        # uploads sampled raw rows by design, so a one-row client's column sum
+        # reveals nothing its landmark upload would not.
         gamma = paper_gamma(cluster)
         kernel = make_kernel("rbf", gamma=gamma)
     k = n_clusters if n_components is None else n_components
