@@ -48,15 +48,16 @@ def _prepare(cluster, kernel, n_components, n_landmarks, random_state):
 def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   n_landmarks: int = 400, messages: str = "gram", center: bool = False,
                   chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,
-                  **_) -> KernelPCAModel:
+                  redraw: bool = True, **_) -> KernelPCAModel:
     """Uniform + disLR: ``n_landmarks`` distinct uniform points, then Algorithm 3 of 001.
 
     Rounds: the uniform sample (seeds, then the points to the master), disLR
     (Y to every worker with the config, ``k(Y,A_i) k(A_i,Y)`` up) and the
-    coefficients back.
+    coefficients back. ``redraw`` as in :func:`kernelscale.horizontal.diskpca.diskpca`.
     """
     rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
-    Y, _ = uniform_sample(cluster, info.n_rows, n_landmarks, rng, "uniform sampling")
+    Y, _ = uniform_sample(cluster, info.n_rows, n_landmarks, rng, "uniform sampling",
+                          redraw=redraw)
     model = dislr(cluster, Y, Y, kernel, n_components, info.n_samples, messages, center,
                   int(chunk_size), worker_seeds(rng, cluster.n_workers))
     model.info = {"method": "uniform_dislr", "messages": messages}
@@ -94,15 +95,17 @@ def batch_kpca(X, kernel: Kernel, n_components: int, center: bool) -> KernelPCAM
 
 def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   n_landmarks: int = 400, center: bool = False, random_state=None,
-                  **_) -> KernelPCAModel:
+                  redraw: bool = True, **_) -> KernelPCAModel:
     """Uniform + batch KPCA: the master runs exact KPCA on ``n_landmarks`` distinct points.
 
     Rounds: the uniform sample (seeds, then the points to the master), and the
     model to the workers (round 'batch KPCA: landmarks and components': the
-    sample, which the workers do not hold, and the coefficients).
+    sample, which the workers do not hold, and the coefficients). ``redraw`` as in
+    :func:`kernelscale.horizontal.diskpca.diskpca`.
     """
     rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
-    S, _ = uniform_sample(cluster, info.n_rows, n_landmarks, rng, "uniform sampling")
+    S, _ = uniform_sample(cluster, info.n_rows, n_landmarks, rng, "uniform sampling",
+                          redraw=redraw)
     model = batch_kpca(S, kernel, n_components, center)
     broadcast_landmark_model(cluster, model, "batch KPCA: landmarks and components")
     model.info = {"method": "uniform_batch"}

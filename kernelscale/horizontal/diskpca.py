@@ -129,6 +129,7 @@ def diskpca(
     random_state=None,
     embedding_dtype: str = "float64",
     sampler: str = "ridge",
+    redraw: bool = True,
 ) -> KernelPCAModel:
     """Distributed kernel PCA (disKPCA, Algorithm 4 of paper 001).
 
@@ -180,6 +181,12 @@ def diskpca(
         leverage scores of the embedding, then Y~ by the residual to
         span(phi(P)). On real data the paper's sampler loses to uniform sampling
         at equal words where the energy is spread (benchmarks/sampler.py).
+    redraw : bool
+        Draw again when copies of drawn points on other workers leave a sample
+        short (top-up rounds), and fill uniformly when the sampling weights run
+        out. False keeps the shorter Y instead, so the fit sends at most the
+        words of :func:`kernelscale.horizontal.forecast.forecast_words` (what a
+        word budget runs).
 
     Returns
     -------
@@ -219,13 +226,15 @@ def diskpca(
         # Steps 1-3a: kernel subspace embedding E_i, disLS, P by leverage scores
         P, drawn = leverage_sample(cluster, config, int(n_leverage), rng)
         # Step 3b (Algorithm 2): adaptive sampling of Y~ by the residual to span(phi(P))
-        Y, new_points, n_fill = adaptive_sample(cluster, P, n_landmarks, n_rows - drawn, rng)
+        Y, new_points, n_fill = adaptive_sample(cluster, P, n_landmarks, n_rows - drawn, rng,
+                                                redraw)
         ridge, n_first = 0.0, P.shape[0]
     else:
         # A uniform pilot P, then ridge-leverage rounds that double the landmarks
         targets = ridge_schedule(n_components, n_landmarks, n_leverage)
         Y, new_points, n_fill, ridge = ridge_sample(cluster, kernel, n_components, targets,
-                                                    n_rows, center, int(chunk_size), rng)
+                                                    n_rows, center, int(chunk_size), rng,
+                                                    redraw=redraw)
         n_first = targets[0]
     # Step 4: disLR in span(phi(Y))
     model = dislr(cluster, Y, new_points, kernel, n_components, info.n_samples, messages,
@@ -289,7 +298,8 @@ def leverage_sample(cluster: Cluster, config: dict, n_leverage: int, rng):
     return P[distinct_rows(P)], counts
 
 
-def adaptive_sample(cluster: Cluster, P, n_landmarks: int, unsampled, rng):
+def adaptive_sample(cluster: Cluster, P, n_landmarks: int, unsampled, rng,
+                    redraw: bool = True):
     """Algorithm 2, lines 2-4: send P, sample Y~ by residual; Y = P + Y~ (distinct rows).
 
     ``unsampled`` bounds each worker's count of rows not drawn yet. When the
@@ -300,24 +310,25 @@ def adaptive_sample(cluster: Cluster, P, n_landmarks: int, unsampled, rng):
     sums = cluster.broadcast_map(residual_step, P, round="adaptive sampling: residuals",
                                  kind="raw_points", reply_kind="scalars")
     chosen, n_fill, _ = draw_by_residuals(cluster, P, n_landmarks, sums, unsampled, rng,
-                                          "adaptive sampling")
+                                          "adaptive sampling", redraw)
     return stack_rows([P, chosen]), chosen, n_fill
 
 
 def draw_by_residuals(cluster: Cluster, kept, target: int, sums, unsampled, rng,
-                      round_name: str):
+                      round_name: str, redraw: bool = True):
     """New distinct points by the workers' residual weights until ``kept`` holds ``target``.
 
     ``sums`` are the workers' (residual sum, rows of positive residual). When
     the weights run out first, the rest is drawn uniformly from the unsampled
-    rows (round ``round_name + ': uniform fill'``). Returns (the new points, how
-    many of them came from the fill, the rows received from each worker).
+    rows (round ``round_name + ': uniform fill'``), unless ``redraw`` is False,
+    which keeps the shorter sample. Returns (the new points, how many of them
+    came from the fill, the rows received from each worker).
     """
     weights, capacity = np.array([r[0] for r in sums]), np.array([int(r[1]) for r in sums])
     chosen, received = sample_distinct(cluster, kept, target, weights, capacity,
-                                       adaptive_sample_step, rng, round_name)
+                                       adaptive_sample_step, rng, round_name, redraw)
     n_fill = 0
-    if kept.shape[0] + chosen.shape[0] < target:
+    if redraw and kept.shape[0] + chosen.shape[0] < target:
         left = np.asarray(unsampled) - received  # an upper bound: copies are gone too
         fill, more = sample_distinct(cluster, stack_rows([kept, chosen]), target, left, left,
                                      uniform_sample_step, rng, f"{round_name}: uniform fill")
@@ -345,7 +356,8 @@ def ridge_schedule(n_components: int, n_landmarks: int, n_pilot: int | None = No
 
 
 def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: list[int],
-                 n_rows, center: bool, chunk_size: int, rng, ridge_scale: float = 1.0):
+                 n_rows, center: bool, chunk_size: int, rng, ridge_scale: float = 1.0,
+                 redraw: bool = True):
     """The 'ridge' sampler: a uniform pilot P, then rounds of ridge-leverage sampling.
 
     Round j sends the points drawn in round j - 1 (the workers keep all
@@ -362,7 +374,8 @@ def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: l
 
     Returns (Y, the last round's points, points from a uniform fill, mu of the pilot).
     """
-    P, received = uniform_sample(cluster, n_rows, targets[0], rng, "pilot sampling")
+    P, received = uniform_sample(cluster, n_rows, targets[0], rng, "pilot sampling",
+                                 redraw=redraw)
     ridge = pilot_ridge(kernel, P, n_components, center)
     per_landmark = ridge_scale * ridge / P.shape[0]  # lambda / n
     Y, new_points, n_fill = P, P, 0
@@ -376,6 +389,6 @@ def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: l
                                      reply_kind="scalars")
         new_points, filled, got = draw_by_residuals(cluster, Y, target, sums,
                                                     np.asarray(n_rows) - received, rng,
-                                                    f"ridge sampling {j}")
+                                                    f"ridge sampling {j}", redraw)
         Y, n_fill, received = stack_rows([Y, new_points]), n_fill + filled, received + got
     return Y, new_points, n_fill, ridge

@@ -17,6 +17,7 @@ from kernelscale.horizontal.baselines import (
     uniform_batch,
     uniform_dislr,
 )
+from kernelscale.horizontal.budget import plan_budget
 from kernelscale.horizontal.diskpca import SAMPLERS, diskpca
 from kernelscale.horizontal.evaluate import distributed_error
 from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
@@ -57,6 +58,23 @@ LOGGER = get_logger("horizontal")
 def _quoted(names) -> str:
     return ", ".join(repr(n) for n in names)
 
+
+
+def _size_text(forecast) -> str:
+    if forecast.method == "random_features":
+        return f"m = {forecast.n_random_features}"
+    return f"|Y| = {forecast.n_landmarks}"
+
+
+def _max_row_nnz(X) -> int:
+    """The most nonzeros of a row of sparse data the estimator holds (for a word budget)."""
+    parts = list(X) if is_partition_list(X) else [X]
+    if not all(sp.issparse(p) for p in parts):
+        raise ValueError(
+            "max_words with sparse partitions that stay on the workers (loaders, a dask "
+            "array) cannot bound the words of a sparse row before sending anything; pass "
+            "the sparse matrices themselves, or fit without max_words.")
+    return int(max(np.diff(sp.csr_matrix(p).indptr).max(initial=0) for p in parts))
 
 
 def _energy_shares(eigenvalues: np.ndarray, trace: float | None) -> np.ndarray:
@@ -110,7 +128,25 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     partition : {'power_law', 'uniform', 'label'}, default='power_law'
         How ``X`` is split ('label' needs ``y``). Power law with exponent 2 is
         the papers' setting.
-    method : {'diskpca', 'uniform_dislr', 'uniform_batch', 'exact', 'random_features'}
+    method : {'diskpca', 'uniform_dislr', 'uniform_batch', 'exact', 'random_features'}, \
+default=None
+        The protocol. None: 'diskpca', or with ``max_words`` the method the
+        word forecast chooses (:func:`kernelscale.horizontal.budget.plan_budget`).
+    max_words : int, optional
+        A word budget B for the fit (both directions, every message of the
+        phase 'fit' counted by the ledger). Before anything is sent, the fit
+        forecasts each method's words from the partition sizes, d, k and |Y|
+        (:func:`kernelscale.horizontal.forecast.forecast_words`) and runs the
+        method and the largest |Y| (m for 'random_features') that the rule of
+        :func:`~kernelscale.horizontal.budget.plan_budget` picks within B:
+        'exact' when all the data and its model fit in B, else disKPCA at the
+        most landmarks B buys (``method`` restricts the choice to one method,
+        sized to B; ``n_landmarks`` is then ignored). Its sampling never draws
+        again for copies of drawn points held by other workers (Y is then a few
+        points short), so the ledger shows at most B words; sparse rows are
+        forecast at the largest row's size. A budget below what k components
+        cost raises a ``WordBudgetError`` (a ``ValueError``) before any work.
+        The plan is kept in ``budget_plan_``.
     n_landmarks : int, default=400
         |Y|: the exact number of representative points (the communication
         budget), all distinct; fewer only when the data has fewer distinct
@@ -226,14 +262,20 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         inverse_dual_coef_`` (``fit_inverse_transform=True``).
     communication_ : Ledger
         Every message of the fit (phases 'setup' and 'fit').
+    method_ : str
+        The method that ran (``method``, or the budget's choice).
+    budget_plan_ : BudgetPlan
+        With ``max_words``: the chosen method, its forecast and every method's
+        largest setting within the budget.
     kernel_ : Kernel
     n_features_in_ : int
     """
 
     def __init__(self, n_components=10, *, kernel="rbf", gamma=None, degree=None, coef0=1.0,
-                 n_workers=5, partition="power_law", method="diskpca", n_landmarks=400,
-                 landmarks=None, n_leverage=None, embedding_dim=50, row_sketch_dim=250,
-                 n_random_features=2000, embedding_dtype="float64", messages="gram",
+                 n_workers=5, partition="power_law", method=None, max_words=None,
+                 n_landmarks=400, landmarks=None, n_leverage=None, embedding_dim=50,
+                 row_sketch_dim=250, n_random_features=2000, embedding_dtype="float64",
+                 messages="gram",
                  center=True, fit_inverse_transform=False, alpha=1.0, chunk_size=4096,
                  backend="local", client=None, retry_lost=False, timeout=None, n_jobs=None,
                  verbose=0, random_state=None, sampler="ridge"):
@@ -245,6 +287,7 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.n_workers = n_workers
         self.partition = partition
         self.method = method
+        self.max_words = max_words
         self.n_landmarks = n_landmarks
         self.landmarks = landmarks
         self.n_leverage = n_leverage
@@ -285,14 +328,20 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         start = time.perf_counter()
         rng = as_generator(self.random_state)
         cluster, info = self._make_cluster(X, y, rng)
-        desc = f"{type(self).__name__}({self.method})"
         try:
             self.kernel_ = self._make_kernel(self.n_features_in_)
+            plan = self._plan_budget(X, info) if self.max_words is not None else None
+            self.method_ = plan.method if plan else (self.method or "diskpca")
+            desc = f"{type(self).__name__}({self.method_})"
             with track_rounds(cluster, LOGGER, desc, self.verbose):
-                self.model_ = self._run_method(cluster, rng)
+                self.model_ = self._run_method(cluster, rng, plan)
         finally:
             cluster.close()
         self.communication_ = cluster.ledger
+        self.__dict__.pop("budget_plan_", None)
+        if plan is not None:
+            self.budget_plan_ = plan
+            self._check_budget_kept()
         self.eigenvalues_ = self.model_.eigenvalues
         self.explained_variance_ratio_ = _energy_shares(self.eigenvalues_, self.model_.trace)
         if hasattr(self.model_, "landmarks"):
@@ -310,28 +359,33 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     def _check_params(self) -> None:
         """Parameter errors that need no data: raised before any work starts."""
-        if self.method not in METHODS:
+        if self.method is not None and self.method not in METHODS:
             raise ValueError(f"Unknown method {self.method!r}; choose one of {list(METHODS)}.")
+        method = self.method or "diskpca"
         name = kernel_name(self.kernel)
         uses_landmarks = self.landmarks is not None
-        if uses_landmarks and self.method not in LANDMARK_METHODS:
+        if self.max_words is not None:
+            self._check_max_words(uses_landmarks)
+            if self.method is None:
+                method = "uniform_dislr"  # the plan needs no feature map from the kernel
+        if uses_landmarks and method not in LANDMARK_METHODS:
             raise ValueError(
-                f"method={self.method!r} takes no landmarks; landmarks= works with the "
+                f"method={method!r} takes no landmarks; landmarks= works with the "
                 f"methods {_quoted(LANDMARK_METHODS)}."
             )
-        needs_map = self.method in FEATURE_MAP_METHODS and not (
-            uses_landmarks and self.method == "diskpca")
+        needs_map = method in FEATURE_MAP_METHODS and not (
+            uses_landmarks and method == "diskpca")
         if needs_map and name not in KERNELS:
             kernel = "a callable kernel" if name == "callable" else f"kernel={self.kernel!r}"
             raise ValueError(
-                f"method={self.method!r} needs a random feature map of the kernel, which "
+                f"method={method!r} needs a random feature map of the kernel, which "
                 f"{kernel} does not have (only {_quoted(KERNELS)} do). Use one of the "
                 f"methods that evaluate the kernel directly: {_quoted(DIRECT_KERNEL_METHODS)}."
             )
         if (name == "callable" and self.backend == "dask" and not is_importable(self.kernel)
-                and self.method not in ("uniform_batch", "exact")):
+                and method not in ("uniform_batch", "exact")):
             raise ValueError(
-                f"method={self.method!r} evaluates the kernel on the Dask workers, which "
+                f"method={method!r} evaluates the kernel on the Dask workers, which "
                 "receive a callable kernel by its import path (module:qualname); this one "
                 "(a lambda, a local function or one of __main__) has none. Define it at "
                 "module level in a module the workers can import, use backend='local', or "
@@ -343,10 +397,10 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}.")
         if self.fit_inverse_transform:
-            if self.method not in INVERSE_METHODS:
+            if method not in INVERSE_METHODS:
                 raise ValueError(
                     f"fit_inverse_transform=True learns the pre-image map from the "
-                    f"landmarks and their scores; method={self.method!r} has no landmarks. "
+                    f"landmarks and their scores; method={method!r} has no landmarks. "
                     f"Use one of {_quoted(INVERSE_METHODS)}."
                 )
             if name in ("chi2", "additive_chi2"):
@@ -358,19 +412,60 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                     and self.alpha >= 0):
                 raise ValueError(f"alpha must be a finite number >= 0, got {self.alpha!r}.")
 
-    def _run_method(self, cluster, rng):
+    def _run_method(self, cluster, rng, plan=None):
         """The method's master function on the cluster (disLR/batch on Y with ``landmarks``)."""
         common = {"n_components": self.n_components, "messages": self.messages,
                   "center": bool(self.center), "chunk_size": self.chunk_size,
                   "random_state": rng}
         if self.landmarks is not None:
-            run = landmark_batch if self.method == "uniform_batch" else landmark_dislr
+            run = landmark_batch if self.method_ == "uniform_batch" else landmark_dislr
             return run(cluster, self.kernel_, self.landmarks, **common)
-        return METHODS[self.method](
-            cluster, self.kernel_, n_landmarks=self.n_landmarks, n_leverage=self.n_leverage,
+        sizes = {"n_landmarks": self.n_landmarks, "n_random_features": self.n_random_features}
+        if plan is not None:  # the budget's sizes; no top-up draws beyond the forecast
+            sizes = {"n_landmarks": max(plan.forecast.n_landmarks, 1),
+                     "n_random_features": plan.forecast.n_random_features or
+                     self.n_random_features, "redraw": False}
+        return METHODS[self.method_](
+            cluster, self.kernel_, n_leverage=self.n_leverage,
             embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
-            n_random_features=self.n_random_features, embedding_dtype=self.embedding_dtype,
-            sampler=self.sampler, **common)
+            embedding_dtype=self.embedding_dtype, sampler=self.sampler, **sizes, **common)
+
+    def _check_max_words(self, uses_landmarks: bool) -> None:
+        if (isinstance(self.max_words, bool) or not isinstance(self.max_words, (int, np.integer))
+                or self.max_words < 1):
+            raise ValueError(f"max_words must be a positive integer, got {self.max_words!r}.")
+        if uses_landmarks:
+            raise ValueError("max_words chooses the landmarks within the budget; give "
+                             "either max_words or landmarks, not both.")
+
+    def _plan_budget(self, X, info):
+        """The budget's method and sizes, from the partition sizes (no word sent)."""
+        options = {}
+        if info.is_sparse:
+            options["max_row_nnz"] = _max_row_nnz(X)
+        if self.sampler == "paper":
+            options.update(sampler="paper", embedding_dim=self.embedding_dim,
+                           row_sketch_dim=self.row_sketch_dim,
+                           embedding_dtype=self.embedding_dtype)
+        plan = plan_budget(
+            int(self.max_words), info.n_rows, info.n_features, self.n_components,
+            kernel=self.kernel_, center=bool(self.center),
+            has_feature_map=kernel_name(self.kernel) in KERNELS,
+            methods=None if self.method is None else [self.method],
+            messages=self.messages, n_leverage=self.n_leverage, chunk_size=self.chunk_size,
+            **options)
+        LOGGER.info("max_words=%s: %s with %s (forecast %s words; %s)", f"{self.max_words:,}",
+                    plan.method, _size_text(plan.forecast), f"{plan.forecast.words:,}",
+                    plan.reason)
+        return plan
+
+    def _check_budget_kept(self) -> None:
+        words = self.communication_.total_words("fit")
+        if words > self.max_words:  # a forecast that missed a message: never silent
+            raise RuntimeError(
+                f"The fit sent {words:,} words, above max_words={self.max_words:,} (forecast "
+                f"{self.budget_plan_.forecast.words:,}); the word forecast missed a message. "
+                "Please report this with the ledger (communication_.summary()).")
 
     def _fit_inverse_transform(self) -> None:
         """The pre-image map from the landmarks and their scores (no communication)."""

@@ -77,7 +77,7 @@ def distinct_rows(Y) -> np.ndarray:
 
 
 def sample_distinct(cluster: Cluster, kept, budget: int, weights, capacity, step, rng,
-                    round_name: str):
+                    round_name: str, redraw: bool = True):
     """Draw rows with ``step`` until ``kept`` plus the new rows hold ``budget`` distinct points.
 
     The master's side of every sampling stage. Each round allocates the
@@ -91,7 +91,9 @@ def sample_distinct(cluster: Cluster, kept, budget: int, weights, capacity, step
     further round (keeping a random subset of the new distinct rows when that
     overshoots), so heavily duplicated data costs O(log n) rounds. It stops
     when the budget is met or no worker has capacity left; capacity shrinks
-    every round, so it always ends.
+    every round, so it always ends. With ``redraw=False`` it stops after the
+    first round (a word budget: the copies' replacements were not forecast),
+    leaving the sample short by the copies.
 
     Returns
     -------
@@ -121,13 +123,15 @@ def sample_distinct(cluster: Cluster, kept, budget: int, weights, capacity, step
             fresh = np.sort(rng.choice(fresh, size=short, replace=False))
         chosen = new[fresh] if chosen is None else stack_rows([chosen, new[fresh]])
         attempt += 1
+        if not redraw:
+            break
     if chosen is None and kept is not None:
         chosen = _empty_rows(kept)
     return chosen, received
 
 
 def uniform_sample(cluster: Cluster, n_rows, budget: int, rng, round_name: str,
-                   kept=None):
+                   kept=None, redraw: bool = True):
     """Sample ``budget`` distinct points uniformly over all workers' rows.
 
     Two rounds: each worker's own seed (``round_name + ': seeds'``, one word
@@ -139,7 +143,7 @@ def uniform_sample(cluster: Cluster, n_rows, budget: int, rng, round_name: str,
                         round=f"{round_name}: seeds", kind="seed")
     rows = np.asarray(n_rows, dtype=np.int64)
     return sample_distinct(cluster, kept, budget, rows, rows, uniform_sample_step, rng,
-                           round_name)
+                           round_name, redraw)
 
 
 def sample_rows(state: WorkerState, weights: np.ndarray, count: int):

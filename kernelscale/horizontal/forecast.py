@@ -1,0 +1,328 @@
+"""Word forecasts: what a horizontal method's fit will send, before anything is sent.
+
+:func:`forecast_words` lists every message of a fit (round, direction, kind,
+words over all workers) from the partition sizes n_i, the feature count d, the
+number of nonzeros (sparse data), k, |Y| and the method's options, by the
+ledger's own counting rules (:func:`kernelscale.runtime.ledger.count_words`
+on the same configuration dictionaries the protocols send). It mirrors the
+master functions in :mod:`kernelscale.horizontal.diskpca`,
+:mod:`kernelscale.horizontal.baselines` and :mod:`kernelscale.horizontal.dislr`
+round by round, and the tests hold it to the ledger word for word.
+
+The forecast is exact for dense data whose rows are distinct across workers.
+Three things only the data decide, each documented where it happens:
+
+* copies of a drawn point on other workers make a sampling stage draw again
+  (a '(top-up j)' round) and a sampler whose weights run out fills uniformly
+  (an ': uniform fill' round); a fit with ``redraw=False`` (what
+  ``DistributedKernelPCA(max_words=B)`` runs) never does either, so it sends at
+  most the forecast, with a few points fewer in Y;
+* a sparse row costs ``2 nnz`` words (values and column indices): the
+  forecast charges each drawn row ``2 nnz / n`` words (its expectation under
+  uniform sampling; ``exact`` is then False), or ``2 max_row_nnz`` when given
+  (an upper bound, what a word budget needs);
+* the paper's whitening factor is packed at the embedding's numerical rank r,
+  ``r t - r (r - 1) / 2`` words; the forecast takes full rank, r = t.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kernelscale.horizontal.diskpca import MESSAGES, SAMPLERS, default_n_leverage, ridge_schedule
+from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel, make_kernel
+from kernelscale.runtime.ledger import DOWN, UP, count_words
+
+#: The methods a forecast covers (every method of ``DistributedKernelPCA``).
+FORECAST_METHODS = ("diskpca", "uniform_dislr", "uniform_batch", "exact", "random_features")
+
+
+@dataclass(frozen=True)
+class RoundWords:
+    """Words of one round in one direction and of one kind, over all workers."""
+
+    round: str
+    direction: str
+    kind: str
+    words: int
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """The messages a fit will send (phase 'fit'), as the ledger will count them.
+
+    Attributes
+    ----------
+    method : str
+    n_landmarks : int
+        |Y| (0 for 'random_features'; n for 'exact').
+    n_random_features : int
+        m of 'random_features' (0 for the other methods).
+    messages : tuple of RoundWords
+    exact : bool
+        True when the forecast is the ledger's count to the word (dense rows,
+        distinct across workers); False when sparse rows are charged their
+        expected or maximal size.
+    """
+
+    method: str
+    n_landmarks: int
+    n_random_features: int = 0
+    messages: tuple[RoundWords, ...] = field(default_factory=tuple)
+    exact: bool = True
+
+    @property
+    def words(self) -> int:
+        """Total fit words, both directions (``ledger.total_words('fit')``)."""
+        return sum(m.words for m in self.messages)
+
+    @property
+    def upload_words(self) -> int:
+        """Worker -> master words (``ledger.upload_words('fit')``)."""
+        return sum(m.words for m in self.messages if m.direction == UP)
+
+    def words_by_round(self) -> dict[str, dict[str, int]]:
+        """``{round: {direction: words}}``, as :meth:`Ledger.words_by_round`."""
+        table: dict[str, dict[str, int]] = {}
+        for m in self.messages:
+            row = table.setdefault(m.round, {DOWN: 0, UP: 0})
+            row[m.direction] += m.words
+        return table
+
+    def words_by_kind(self) -> dict[str, int]:
+        table: dict[str, int] = {}
+        for m in self.messages:
+            table[m.kind] = table.get(m.kind, 0) + m.words
+        return table
+
+
+class _Rounds:
+    """Collects a forecast's messages; ``per_worker`` words are multiplied by s."""
+
+    def __init__(self, n_workers: int):
+        self.s = n_workers
+        self.messages: list[RoundWords] = []
+
+    def add(self, round: str, direction: str, kind: str, words: float, per_worker=True):
+        total = words * self.s if per_worker else words
+        if total:
+            self.messages.append(RoundWords(round, direction, kind, int(math.ceil(total))))
+
+
+def _as_kernel(kernel) -> Kernel:
+    if isinstance(kernel, Kernel):
+        return kernel
+    if isinstance(kernel, dict):
+        return make_kernel(**kernel)
+    return make_kernel(kernel)
+
+
+def forecast_words(
+    method: str,
+    n_rows: Sequence[int],
+    n_features: int,
+    n_components: int = 10,
+    n_landmarks: int = 400,
+    *,
+    kernel: Kernel | str | dict = "rbf",
+    center: bool = False,
+    nnz: int | None = None,
+    max_row_nnz: int | None = None,
+    sampler: str = "ridge",
+    messages: str = "gram",
+    n_leverage: int | None = None,
+    embedding_dim: int = 50,
+    row_sketch_dim: int = 250,
+    n_random_features: int = 2000,
+    embedding_dtype: str = "float64",
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> Forecast:
+    """The words a horizontal method's fit will send, round by round, before it runs.
+
+    Parameters
+    ----------
+    method : {'diskpca', 'uniform_dislr', 'uniform_batch', 'exact', 'random_features'}
+    n_rows : sequence of int
+        Rows of each worker's partition (n_i); s = ``len(n_rows)``.
+    n_features : int
+        d.
+    n_components : int
+        k.
+    n_landmarks : int
+        |Y| (capped at n, as the fit does; unused by 'exact' and 'random_features').
+    kernel : Kernel, kernel name or ``Kernel.to_dict()``
+        Its parameters travel with the configuration (4 to 5 words).
+    center : bool
+    nnz : int, optional
+        Nonzeros of sparse data (None: dense). Each drawn row is then charged
+        ``2 nnz / n`` words, its expected size; the forecast is not exact.
+    max_row_nnz : int, optional
+        Sparse data: the most nonzeros of any row; each drawn row is charged
+        ``2 max_row_nnz`` words, an upper bound (takes precedence over ``nnz``).
+    sampler, messages, n_leverage, embedding_dim, row_sketch_dim, n_random_features, \
+embedding_dtype, chunk_size
+        As in :func:`kernelscale.horizontal.diskpca` (``n_random_features`` is
+        also 'random_features'' m).
+
+    Returns
+    -------
+    Forecast
+        ``.words`` equals ``ledger.total_words('fit')`` of the fit for dense
+        data with rows distinct across workers (see the module docstring for
+        what only the data decide).
+    """
+    if method not in FORECAST_METHODS:
+        raise ValueError(f"Unknown method {method!r}; choose one of {list(FORECAST_METHODS)}.")
+    if messages not in MESSAGES:
+        raise ValueError(f"messages must be one of {MESSAGES}, got {messages!r}.")
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}.")
+    n_rows = [int(r) for r in n_rows]
+    if not n_rows or min(n_rows) < 1:
+        raise ValueError(f"n_rows must list every worker's rows (each >= 1), got {n_rows}.")
+    kernel = _as_kernel(kernel)
+    n = sum(n_rows)
+    point = _point_words(n, n_features, nnz, max_row_nnz)
+    rounds = _Rounds(len(n_rows))
+    n_landmarks = min(int(n_landmarks), n)
+    options = dict(kernel=kernel, center=bool(center), k=int(n_components), point=point,
+                   n_rows=n_rows, chunk_size=int(chunk_size))
+    m = 0
+    if method == "diskpca" and sampler == "ridge":
+        _ridge_diskpca(rounds, n_landmarks, n_leverage, messages, **options)
+    elif method == "diskpca":
+        _paper_diskpca(rounds, n_landmarks, n_leverage, messages, embedding_dim,
+                       row_sketch_dim, n_random_features, embedding_dtype, **options)
+    elif method == "uniform_dislr":
+        _uniform_sample(rounds, "uniform sampling", n_landmarks, point)
+        _dislr(rounds, n_landmarks, n_landmarks, messages, **options)
+    elif method == "uniform_batch":
+        _uniform_sample(rounds, "uniform sampling", n_landmarks, point)
+        _landmark_model(rounds, "batch KPCA: landmarks and components", n_landmarks, **options)
+    elif method == "exact":
+        n_landmarks = n
+        rounds.add("all data to master", UP, "raw_points", n * point, per_worker=False)
+        _landmark_model(rounds, "exact KPCA: landmarks and components", n, **options)
+    else:
+        n_landmarks, m = 0, _random_features(rounds, n_features, n_random_features, **options)
+    return Forecast(method=method, n_landmarks=n_landmarks, n_random_features=m,
+                    messages=tuple(rounds.messages), exact=nnz is None and max_row_nnz is None)
+
+
+def _point_words(n: int, d: int, nnz, max_row_nnz) -> float:
+    """Words of one raw row: d dense; 2 nnz per sparse row (bound, else expectation)."""
+    if max_row_nnz is not None:
+        return 2.0 * int(max_row_nnz)
+    if nnz is not None:
+        return 2.0 * int(nnz) / n
+    return float(d)
+
+
+def _uniform_sample(rounds: _Rounds, name: str, count: int, point: float) -> None:
+    """:func:`kernelscale.horizontal.sampling.uniform_sample`: seeds, counts, the points up."""
+    rounds.add(f"{name}: seeds", DOWN, "seed", 1)
+    _draw(rounds, name, count, point)
+
+
+def _draw(rounds: _Rounds, name: str, count: int, point: float) -> None:
+    """One :func:`sample_distinct` round: a count to every worker, ``count`` rows up."""
+    rounds.add(name, DOWN, "scalars", 1)
+    rounds.add(name, UP, "raw_points", count * point, per_worker=False)
+
+
+def _ridge_diskpca(rounds, n_landmarks, n_leverage, messages, *, kernel, k, point, chunk_size,
+                   **options) -> None:
+    """:func:`kernelscale.horizontal.diskpca.ridge_sample`, then disLR on the last points."""
+    targets = ridge_schedule(k, n_landmarks, n_leverage)
+    _uniform_sample(rounds, "pilot sampling", targets[0], point)
+    for j in range(1, len(targets)):
+        name = f"ridge sampling {j}"
+        settings = {"ridge": 0.0}
+        if j == 1:
+            settings = {"kernel": kernel.to_dict(), "chunk_size": chunk_size, **settings}
+        sent = targets[j - 1] - (targets[j - 2] if j >= 2 else 0)
+        rounds.add(f"{name}: residuals", DOWN, "raw_points", sent * point)
+        rounds.add(f"{name}: residuals", DOWN, "model", count_words(settings))
+        rounds.add(f"{name}: residuals", UP, "scalars", 2)
+        _draw(rounds, name, targets[j] - targets[j - 1], point)
+    new = targets[-1] - (targets[-2] if len(targets) > 1 else 0)
+    _dislr(rounds, n_landmarks, new, messages, kernel=kernel, k=k, point=point,
+           chunk_size=chunk_size, **options)
+
+
+def _paper_diskpca(rounds, n_landmarks, n_leverage, messages, t, p, m, embedding_dtype, *,
+                   kernel, k, point, n_rows, chunk_size, **options) -> None:
+    """Algorithm 2 of 001: embedding, disLS, leverage then adaptive sampling; disLR."""
+    if n_leverage is None:
+        n_leverage = default_n_leverage(k, n_landmarks)
+    config = {"kernel": kernel.to_dict(), "n_random_features": m, "embedding_dim": t,
+              "row_sketch_dim": p, "messages": messages, "chunk_size": chunk_size}
+    if embedding_dtype != "float64":
+        config["embedding_dtype"] = embedding_dtype
+    if messages == "gram":
+        name, up = "leverage scores: E_i^T E_i", t * (t + 1) // 2 * rounds.s
+    else:
+        name = "leverage scores: T_i^T E_i (E_i where n_i <= p)"
+        up = sum(min(n_i, p) * t for n_i in n_rows)
+    rounds.add(name, DOWN, "seed", 3)  # the feature map's, the sketch's and the worker's own
+    rounds.add(name, DOWN, "model", count_words(config))
+    rounds.add(name, UP, "sketch", up, per_worker=False)
+    rounds.add("leverage scores: whitening", DOWN, "model", t * (t + 1) // 2)  # full rank
+    rounds.add("leverage scores: whitening", UP, "scalars", 2)
+    _draw(rounds, "leverage sampling", n_leverage, point)
+    rounds.add("adaptive sampling: residuals", DOWN, "raw_points", n_leverage * point)
+    rounds.add("adaptive sampling: residuals", UP, "scalars", 2)
+    _draw(rounds, "adaptive sampling", n_landmarks - n_leverage, point)
+    _dislr(rounds, n_landmarks, n_landmarks - n_leverage, messages, kernel=kernel, k=k,
+           point=point, n_rows=n_rows, chunk_size=chunk_size, **options)
+
+
+def _dislr(rounds, n_y, new, messages, *, kernel, center, k, point, n_rows,
+           chunk_size) -> None:
+    """:func:`kernelscale.horizontal.dislr.dislr`: Y's new points and the config down,
+    the Gram (or sketch) of ``k(Y, A_i)`` up, the coefficients down."""
+    config = {"kernel": kernel.to_dict(), "chunk_size": chunk_size, "messages": messages,
+              "center": center, "sketch_width": n_y}
+    if messages == "gram":
+        name = "disLR: k(Y,A_i) k(A_i,Y)"
+        sketch = n_y * (n_y + 1) // 2 * rounds.s
+        # centred: the row sums of k(Y, A_i) and the trace; uncentred: the trace
+        scalars = (n_y + 1 if center else 1) * rounds.s
+    else:
+        name = "disLR: k(Y,A_i) T_i (k(Y,A_i) where n_i <= w)"
+        sketch = sum(n_y * min(n_i, n_y) for n_i in n_rows)
+        # centred: row sums, the sketch's column sums (sketched workers only), the trace
+        scalars = sum((n_y + (n_y if n_i > n_y else 0) + 1) if center else 1
+                      for n_i in n_rows)
+    rounds.add(name, DOWN, "raw_points", new * point)
+    rounds.add(name, DOWN, "model", count_words(config))
+    rounds.add(name, DOWN, "seed", 1)
+    rounds.add(name, UP, "sketch", sketch, per_worker=False)
+    rounds.add(name, UP, "scalars", scalars, per_worker=False)
+    rounds.add("disLR: components", DOWN, "model", n_y * k + (n_y if center else 0))
+
+
+def _landmark_model(rounds, name, n_y, *, kernel, center, k, point, **_) -> None:
+    """:func:`kernelscale.horizontal.baselines.broadcast_landmark_model`: Y, C, m, kernel."""
+    rounds.add(name, DOWN, "raw_points", n_y * point)
+    rounds.add(name, DOWN, "model",
+               n_y * k + (n_y if center else 0) + count_words(kernel.to_dict()))
+
+
+def _random_features(rounds, n_features, n_random_features, *, kernel, center, k,
+                     chunk_size, **_) -> int:
+    """:func:`kernelscale.horizontal.baselines.random_features_pca`; returns m."""
+    from kernelscale.features import make_feature_map
+
+    m = make_feature_map(kernel, n_features, int(n_random_features), 0).n_components
+    config = {"kernel": kernel.to_dict(), "n_random_features": int(n_random_features),
+              "chunk_size": chunk_size, "center": center}
+    name = "random features: Z_i^T Z_i"
+    rounds.add(name, DOWN, "seed", 1)
+    rounds.add(name, DOWN, "model", count_words(config))
+    rounds.add(name, UP, "sketch", m * (m + 1) // 2)
+    rounds.add(name, UP, "scalars", m if center else 0)
+    rounds.add("random features: components", DOWN, "model", m * k + (m if center else 0))
+    return m
