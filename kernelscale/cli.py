@@ -40,6 +40,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "kernelscale.streaming.cli",
     "kernelscale.vertical.cli",
     "kernelscale.bench.cli",
+    "kernelscale.horizontal.cli",
 ]
 
 DEMO_METHODS = (
@@ -112,11 +113,16 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--data", required=True, help=DATA_HELP)
     add_header_arg(fit)
     fit.add_argument("--out", required=True, help="model file to write (.npz)")
-    fit.add_argument("--method", default="diskpca",
+    fit.add_argument("--method", default=None,
                      choices=["diskpca", "uniform_dislr", "uniform_batch", "exact",
                               "random_features"],
-                     help="disKPCA (default) or a baseline: a uniform sample then disLR or "
-                     "batch KPCA, every point to the master, random-features PCA")
+                     help="disKPCA (default; with --max-words the forecast's choice) or a "
+                     "baseline: a uniform sample then disLR or batch KPCA, every point to "
+                     "the master, random-features PCA")
+    fit.add_argument("--max-words", type=positive_int,
+                     help="a word budget for the fit: the method (unless --method) and |Y| "
+                     "(--landmarks is then ignored) that the word forecast picks within it; "
+                     "'kernelscale plan' shows the forecast")
     _add_kernel_args(fit)
     _add_fit_args(fit)
     fit.set_defaults(func=run_fit)
@@ -166,6 +172,7 @@ def _make_estimator(args, X, method="diskpca", messages=None, verbose=0):
         coef0=args.coef0, n_workers=args.workers, partition=args.partition, method=method,
         n_landmarks=args.landmarks, messages=messages or args.messages, center=args.center,
         embedding_dtype=args.embedding_dtype, sampler=args.sampler,
+        max_words=getattr(args, "max_words", None),
         random_state=args.seed, backend="local" if args.client is None else "dask",
         client=args.client, timeout=args.timeout, n_jobs=args.jobs, verbose=verbose)
 
@@ -250,8 +257,9 @@ def run_fit(args) -> int:
     note = _costlier_than_the_data(words, X)
     if note:
         print_note(note)
-    print(f"fitted {args.method} on {X.shape[0]} x {X.shape[1]} in {seconds:.2f} s; "
-          f"{words:,} words; model written to {args.out}")
+    budget = "" if args.max_words is None else f" (at most {args.max_words:,})"
+    print(f"fitted {est.method_} on {X.shape[0]} x {X.shape[1]} in {seconds:.2f} s; "
+          f"{words:,} words{budget}; model written to {args.out}")
     return 0
 
 

@@ -18,6 +18,10 @@ measured on real data at equal words (``benchmarks/budget.py``,
 3. otherwise (a budget below disLR's cost of k landmarks) uniform + batch
    KPCA, the cheapest way to k landmarks;
 4. otherwise a :class:`WordBudgetError` saying what k components cost.
+
+'random_features' is sized and listed (its m within the budget) but chosen
+only when asked for (``methods=['random_features']``): with m near k its
+components span little more than its own few random features.
 """
 
 from __future__ import annotations
@@ -155,22 +159,26 @@ def plan_budget(max_words: int, n_rows: Sequence[int], n_features: int,
 
 
 def _choose(candidates: dict, n: int) -> tuple[str | None, str]:
+    if list(candidates) == ["random_features"] and candidates["random_features"]:
+        return "random_features", "the most random features within the budget"
+    if list(candidates) == ["uniform_batch"] and candidates["uniform_batch"]:
+        return "uniform_batch", "the most uniform points within the budget"
     if candidates.get("exact") is not None:
         return "exact", "every point fits in the budget: the exact optimum"
     for method in ("diskpca", "uniform_dislr"):
         if candidates.get(method) is not None:
             return method, (f"the most landmarks disLR can take within the budget "
                             f"(|Y| = {candidates[method].n_landmarks} of {n})")
-    for method in ("uniform_batch", "random_features"):
-        if candidates.get(method) is not None:
-            return method, "the only way to k components within the budget"
+    if candidates.get("uniform_batch") is not None:
+        return "uniform_batch", "the only way to k landmarks within the budget"
     return None, ""
 
 
 def _too_small(max_words, n_rows, n_features, n_components, allowed, common) -> str:
     """The error message: what the cheapest allowed method needs for k components."""
     costs = []
-    for method in allowed:
+    choosable = [m for m in allowed if m != "random_features"] or allowed
+    for method in choosable:
         size = {} if method == "exact" else (
             {"n_random_features": n_components} if method == "random_features"
             else {"n_landmarks": n_components})

@@ -111,12 +111,13 @@ class _Rounds:
             self.messages.append(RoundWords(round, direction, kind, int(math.ceil(total))))
 
 
-def _as_kernel(kernel) -> Kernel:
+def _as_kernel(kernel, n_features: int) -> Kernel:
+    """A Kernel from a Kernel, its ``to_dict()`` or a name (with its default parameters)."""
     if isinstance(kernel, Kernel):
         return kernel
     if isinstance(kernel, dict):
         return make_kernel(**kernel)
-    return make_kernel(kernel)
+    return make_kernel(kernel, n_features=n_features)
 
 
 def forecast_words(
@@ -182,7 +183,7 @@ embedding_dtype, chunk_size
     n_rows = [int(r) for r in n_rows]
     if not n_rows or min(n_rows) < 1:
         raise ValueError(f"n_rows must list every worker's rows (each >= 1), got {n_rows}.")
-    kernel = _as_kernel(kernel)
+    kernel = _as_kernel(kernel, int(n_features))
     n = sum(n_rows)
     point = _point_words(n, n_features, nnz, max_row_nnz)
     rounds = _Rounds(len(n_rows))

@@ -1,0 +1,154 @@
+"""``kernelscale plan``: each method's fit words for data files, forecast without fitting.
+
+    kernelscale plan --data letter.csv --workers 10
+    kernelscale plan --data digits.npy spam.csv --max-words 100000
+
+Without ``--max-words`` it prints, for each file, the words each method's fit
+would send at the ``--landmarks`` values (and 'random_features' at
+``--random-features``); with it, each method's largest setting within the budget
+and the method ``kernelscale fit --max-words`` would choose for the same options.
+The rows are split as ``fit`` splits them (``--workers``, ``--partition``,
+``--seed``), so the forecast is the ledger's count of that fit (to the word for
+dense rows distinct across workers; see :mod:`kernelscale.horizontal.forecast`).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import scipy.sparse as sp
+
+from kernelscale.cli_common import DATA_HELP, add_header_arg, positive_int
+from kernelscale.horizontal.forecast import FORECAST_METHODS, forecast_words
+
+
+def add_subcommand(subparsers) -> None:
+    """Register ``plan`` on an ``argparse`` subparsers object."""
+    from kernelscale.cli import _add_kernel_args
+
+    p = subparsers.add_parser(
+        "plan", help="forecast each method's fit words for data files, without fitting",
+        description="The words each method's fit would send (both directions), from the "
+        "partition sizes, the features and |Y|, by the ledger's rules; nothing is fitted.")
+    p.add_argument("--data", nargs="+", required=True,
+                   help=f"one or more data files, each planned on its own: {DATA_HELP}")
+    add_header_arg(p)
+    p.add_argument("--max-words", type=positive_int,
+                   help="a word budget: each method's largest |Y| (m) within it, and the "
+                   "method 'kernelscale fit --max-words' would choose")
+    p.add_argument("--landmarks", type=positive_int, nargs="+", default=[50, 100, 200, 400],
+                   help="|Y| values to forecast without --max-words (default 50 100 200 400)")
+    p.add_argument("--random-features", type=positive_int, default=2000,
+                   help="m of 'random_features' without --max-words (default 2000)")
+    p.add_argument("--n-components", type=positive_int, default=10,
+                   help="k, the number of principal components (default 10)")
+    p.add_argument("--workers", type=positive_int, default=5,
+                   help="workers the rows are split over, as in fit (default 5)")
+    p.add_argument("--partition", default="power_law", choices=["power_law", "uniform"],
+                   help="how fit splits the rows (default power_law)")
+    p.add_argument("--seed", type=int, default=0, help="fit's seed: the split (default 0)")
+    p.add_argument("--messages", default="gram", choices=["gram", "sketch"],
+                   help="disKPCA's and disLR's messages (default gram)")
+    p.add_argument("--sampler", default="ridge", choices=["ridge", "paper"],
+                   help="disKPCA's landmark sampler (default ridge)")
+    p.add_argument("--center", action=argparse.BooleanOptionalAction, default=True,
+                   help="centred, as fit (default); --no-center is the papers' setting")
+    _add_kernel_args(p)
+    p.set_defaults(func=run_plan)
+
+
+def run_plan(args) -> int:
+    from kernelscale.cli import _load
+
+    for i, path in enumerate(args.data):
+        if i:
+            print()
+        X = _load(path, args.header)
+        print_plan(path, X, args)
+    return 0
+
+
+def print_plan(path: str, X, args) -> None:
+    """One file's forecast table on stdout."""
+    n, d = X.shape
+    n_rows, options = _fit_setting(X, args)
+    sparse = f", {X.nnz:,} nonzeros (each sampled row charged 2 x its row's size at most)" \
+        if sp.issparse(X) else ""
+    print(f"{path}: {n:,} x {d:,}{sparse}; {len(n_rows)} "
+          f"{args.partition.replace('_', '-')} workers (seed {args.seed}), "
+          f"k = {args.n_components}, {'centred' if args.center else 'uncentred'}, "
+          f"kernel {args.kernel}")
+    if args.max_words is not None:
+        _print_budget(n_rows, d, args, options)
+        return
+    sizes = sorted(set(args.landmarks))
+    print(f"{'method':<16} " + " ".join(f"{'|Y| = ' + str(y):>14}" for y in sizes))
+    for method in FORECAST_METHODS:
+        if method in ("exact", "random_features"):
+            size = {} if method == "exact" else {"n_random_features": args.random_features}
+            f = forecast_words(method, n_rows, d, args.n_components, **size, **options)
+            what = "all n points" if method == "exact" else f"m = {f.n_random_features}"
+            print(f"{method:<16} {f.words:>14,}  ({what})")
+            continue
+        words = [forecast_words(method, n_rows, d, args.n_components, n_landmarks=y,
+                                **options).words for y in sizes]
+        print(f"{method:<16} " + " ".join(f"{w:>14,}" for w in words))
+    print("fit words, both directions (ledger.total_words('fit')); the data set itself: "
+          f"{_data_words(X):,} words")
+
+
+def _print_budget(n_rows, d, args, options) -> None:
+    from kernelscale.horizontal.budget import WordBudgetError, largest_within, plan_budget
+
+    print(f"{'method':<16} {'largest setting':>16} {'fit words':>12} {'upload words':>13}")
+    for method in FORECAST_METHODS:
+        f = largest_within(method, args.max_words, n_rows, d, args.n_components, **options)
+        if f is None:
+            why = "all the data and its model" if method == "exact" else "k components"
+            print(f"{method:<16} {'-':>16}   ({why} cost more than {args.max_words:,} words)")
+            continue
+        print(f"{method:<16} {_size(f):>16} {f.words:>12,} {f.upload_words:>13,}")
+    try:
+        plan = plan_budget(args.max_words, n_rows, d, args.n_components, **options)
+    except WordBudgetError as exc:
+        print(f"fit --max-words {args.max_words} stops with an error: {exc}")
+        return
+    print(f"fit --max-words {args.max_words} runs {plan.method} with {_size(plan.forecast)} "
+          f"({plan.forecast.words:,} words): {plan.reason}")
+
+
+def _size(forecast) -> str:
+    if forecast.method == "random_features":
+        return f"m = {forecast.n_random_features}"
+    return f"|Y| = {forecast.n_landmarks}"
+
+
+def _fit_setting(X, args) -> tuple[list[int], dict]:
+    """The partition sizes and forecast options of ``kernelscale fit`` with these options."""
+    from kernelscale.horizontal.estimator import DistributedKernelPCA
+    from kernelscale.linalg import as_generator
+    from kernelscale.partition import make_partition
+
+    n, d = X.shape
+    parts = make_partition(n, min(args.workers, n), args.partition,
+                           random_state=as_generator(args.seed))
+    n_rows = [len(p) for p in parts]
+    degree = args.degree if args.degree is not None else (4 if args.kernel == "poly" else None)
+    # The kernel's scale does not change a word count; fit sets it from the data.
+    gamma = args.gamma
+    if gamma is None and args.kernel in ("rbf", "laplacian"):
+        gamma = 1.0  # fit's bandwidth heuristic gives a number: one word, as this one
+    estimator = DistributedKernelPCA(kernel=args.kernel, gamma=gamma, degree=degree,
+                                     coef0=args.coef0)
+    options = {"kernel": estimator._make_kernel(d), "center": args.center,
+               "messages": args.messages, "sampler": args.sampler}
+    if sp.issparse(X):
+        options["max_row_nnz"] = int(np.diff(X.indptr).max(initial=0))
+    return n_rows, options
+
+
+def _data_words(X) -> int:
+    from kernelscale.runtime.ledger import count_words
+
+    return count_words(X)

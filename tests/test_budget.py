@@ -1,0 +1,203 @@
+"""The word forecast against the ledger, and the word budget (``max_words``)."""
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from kernelscale import DistributedKernelPCA
+from kernelscale.cli import main
+from kernelscale.horizontal.budget import WordBudgetError, largest_within, plan_budget
+from kernelscale.horizontal.forecast import forecast_words
+from kernelscale.metrics.lowrank import exact_kpca_reference
+from kernelscale.partition import make_partition, split
+
+D = 7
+
+
+def partitions(seed, n=600, n_workers=6):
+    """Gaussian rows (distinct across workers) over power-law workers."""
+    X = np.random.default_rng(seed).normal(size=(n, D))
+    return split(X, make_partition(n, n_workers, "power_law", random_state=seed))
+
+
+def fit(parts, seed, **params):
+    return DistributedKernelPCA(4, random_state=seed, n_random_features=60, embedding_dim=12,
+                                row_sketch_dim=40, **params).fit(parts)
+
+
+CASES = [
+    # (method, options)
+    *[("diskpca", {"sampler": s, "messages": m}) for s in ("ridge", "paper")
+      for m in ("gram", "sketch")],
+    ("uniform_dislr", {"messages": "gram"}),
+    ("uniform_dislr", {"messages": "sketch"}),
+    ("uniform_batch", {}),
+    ("exact", {}),
+    ("random_features", {}),
+]
+
+
+@pytest.mark.parametrize("method,options", CASES)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_forecast_equals_the_ledger_round_by_round(method, options, seed):
+    parts = partitions(seed)
+    n_rows = [p.shape[0] for p in parts]
+    for center, kernel, n_landmarks in itertools.product(
+            (True, False), ("rbf", "arccos", "poly"), (13, 71)):
+        est = fit(parts, seed, method=method, center=center, kernel=kernel,
+                  n_landmarks=n_landmarks, **options)
+        forecast = forecast_words(method, n_rows, D, 4, n_landmarks, kernel=est.kernel_,
+                                  center=center, n_random_features=60, embedding_dim=12,
+                                  row_sketch_dim=40, **options)
+        ledger = est.communication_
+        assert forecast.exact
+        assert forecast.words_by_round() == ledger.words_by_round("fit")
+        assert forecast.words_by_kind() == ledger.words_by_kind("fit")
+        assert forecast.words == ledger.total_words("fit")
+        assert forecast.upload_words == ledger.upload_words("fit")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sparse_forecast_bounds_the_ledger(seed):
+    rng = np.random.default_rng(seed)
+    X = sp.random(500, 40, density=0.1, format="csr", random_state=seed)
+    X.data = rng.normal(size=X.nnz)
+    X = X[np.diff(X.indptr) > 0]  # no empty rows: every row distinct (almost surely)
+    parts = split(X, make_partition(X.shape[0], 4, "power_law", random_state=seed))
+    n_rows = [p.shape[0] for p in parts]
+    longest = int(np.diff(X.indptr).max())
+    for method in ("diskpca", "uniform_dislr", "uniform_batch"):
+        est = DistributedKernelPCA(3, method=method, n_landmarks=40, random_state=seed).fit(parts)
+        bound = forecast_words(method, n_rows, 40, 3, 40, kernel=est.kernel_, center=True,
+                               max_row_nnz=longest)
+        mean = forecast_words(method, n_rows, 40, 3, 40, kernel=est.kernel_, center=True,
+                              nnz=X.nnz)
+        words = est.communication_.total_words("fit")
+        assert not bound.exact and not mean.exact
+        assert words <= bound.words
+        # Only the drawn rows' sizes differ from the mean's charge: the rest is exact.
+        raw = est.communication_.total_words("fit", kind="raw_points")
+        assert words - raw == mean.words - mean.words_by_kind()["raw_points"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("budget", [8_000, 30_000, 120_000, 400_000])
+def test_budgeted_fit_sends_at_most_the_budget_and_the_forecast(seed, budget):
+    parts = partitions(seed)
+    est = DistributedKernelPCA(4, max_words=budget, random_state=seed).fit(parts)
+    words = est.communication_.total_words("fit")
+    assert words <= budget
+    assert words == est.budget_plan_.forecast.words  # distinct rows: to the word
+    assert est.method_ == est.budget_plan_.method
+    assert est.model_.landmarks.shape[0] == est.budget_plan_.n_landmarks
+    # the largest |Y| of the chosen method: one more landmark would break the budget
+    plan = est.budget_plan_
+    if plan.method != "exact":
+        n_rows = [p.shape[0] for p in parts]
+        more = forecast_words(plan.method, n_rows, D, 4, plan.n_landmarks + 1,
+                              kernel=est.kernel_, center=True)
+        assert more.words > budget
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_budget_holds_with_copies_of_rows_on_other_workers(seed):
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(150, D))
+    X = base[rng.integers(0, 150, size=900)]  # every row about 6 times, on several workers
+    parts = split(X, make_partition(900, 6, "uniform", random_state=seed))
+    for budget in (20_000, 60_000):
+        est = DistributedKernelPCA(4, max_words=budget, random_state=seed).fit(parts)
+        assert est.communication_.total_words("fit") <= budget
+        assert not any("top-up" in r for r in est.communication_.words_by_round("fit"))
+        Y = est.model_.landmarks
+        assert np.unique(Y, axis=0).shape[0] == Y.shape[0]  # distinct, a few short
+
+
+def test_a_budget_that_buys_everything_gives_the_exact_optimum():
+    from sklearn.datasets import load_digits
+
+    X = load_digits().data[:300]
+    est = DistributedKernelPCA(5, kernel="poly", degree=2, max_words=10**6,
+                               random_state=0).fit(X)
+    assert est.method_ == "exact"
+    ref = exact_kpca_reference(X, est.kernel_, 5, center=True)
+    err = est.approximation_error(X, reference=False)["error"]
+    assert err == pytest.approx(ref["opt"], rel=1e-8)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_budgeted_fit_is_near_optimal_where_a_few_points_carry_the_energy(seed):
+    # Polynomial kernel on standardised digits: the ridge sampler's regime (benchmarks/budget.py
+    # measured excess <= 1e-4 at 3e4 words); the bound here is 100x looser.
+    from kernelscale.datasets import load_digits_standardized
+
+    X = load_digits_standardized()[0]
+    est = DistributedKernelPCA(10, kernel="poly", degree=4, gamma=1 / 64, max_words=30_000,
+                               random_state=seed).fit(X)
+    assert est.method_ == "diskpca"
+    result = est.approximation_error(X, reference=True)
+    assert result["excess_ratio"] < 1e-2
+
+
+def test_too_small_a_budget_is_a_clear_error_before_any_work():
+    parts = partitions(0)
+    with pytest.raises(WordBudgetError, match=r"too small for n_components=4.*needs [\d,]+ "
+                       r"words"):
+        DistributedKernelPCA(4, max_words=100, random_state=0).fit(parts)
+    with pytest.raises(ValueError, match="max_words must be a positive integer"):
+        DistributedKernelPCA(max_words=0).fit(parts)
+    with pytest.raises(ValueError, match="max_words must be a positive integer"):
+        DistributedKernelPCA(max_words=1.5e4).fit(parts)
+    with pytest.raises(ValueError, match="either max_words or landmarks"):
+        DistributedKernelPCA(max_words=10**5, landmarks=parts[0][:20]).fit(parts)
+
+
+def test_method_restricts_the_budget_to_sizing_it():
+    parts = partitions(1)
+    n_rows = [p.shape[0] for p in parts]
+    for method in ("uniform_batch", "uniform_dislr", "random_features"):
+        est = DistributedKernelPCA(4, method=method, max_words=50_000, random_state=1).fit(parts)
+        assert est.method_ == method
+        best = largest_within(method, 50_000, n_rows, D, 4, kernel=est.kernel_, center=True)
+        assert est.communication_.total_words("fit") == best.words <= 50_000
+
+
+def test_plan_rule():
+    n_rows = [4000, 2000, 1000, 500]
+    # everything fits: exact; a mid budget: disKPCA; a kernel without a feature map: disLR
+    assert plan_budget(10**7, n_rows, 5, 3).method == "exact"
+    assert plan_budget(50_000, n_rows, 5, 3).method == "diskpca"
+    assert plan_budget(50_000, n_rows, 5, 3, kernel="linear",
+                       has_feature_map=False).method == "uniform_dislr"
+    # between batch's and disLR's cost of k landmarks: batch
+    dislr_floor = forecast_words("diskpca", n_rows, 5, 3, 3, kernel="rbf", center=True).words
+    batch_floor = forecast_words("uniform_batch", n_rows, 5, 3, 3, kernel="rbf",
+                                 center=True).words
+    assert batch_floor < dislr_floor
+    assert plan_budget(dislr_floor - 1, n_rows, 5, 3).method == "uniform_batch"
+    with pytest.raises(WordBudgetError):
+        plan_budget(batch_floor - 1, n_rows, 5, 3)
+
+
+def test_cli_plan_and_fit_with_max_words(tmp_path, capsys):
+    X = np.random.default_rng(0).normal(size=(3000, 6))
+    data = tmp_path / "X.npy"
+    np.save(data, X)
+    assert main(["plan", "--data", str(data), str(data), "--workers", "4"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("uniform_batch") == 2 and "|Y| = 400" in out and "3,000 x 6" in out
+    assert main(["plan", "--data", str(data), "--workers", "4", "--max-words", "40000"]) == 0
+    out = capsys.readouterr().out
+    chosen = out.strip().splitlines()[-1]
+    assert chosen.startswith("fit --max-words 40000 runs diskpca with |Y| = ")
+    planned = int(chosen.split("(")[1].split(" words")[0].replace(",", ""))
+    model = tmp_path / "m.npz"
+    assert main(["fit", "--data", str(data), "--workers", "4", "--max-words", "40000",
+                 "--out", str(model), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert f"{planned:,} words (at most 40,000)" in out
+    assert main(["fit", "--data", str(data), "--max-words", "50", "--out", str(model)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kernelscale: error: max_words=50 is too small")
