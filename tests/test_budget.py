@@ -16,7 +16,7 @@ from kernelscale.partition import make_partition, split
 D = 7
 
 
-def partitions(seed, n=600, n_workers=6):
+def partitions(seed, n=400, n_workers=6):
     """Gaussian rows (distinct across workers) over power-law workers."""
     X = np.random.default_rng(seed).normal(size=(n, D))
     return split(X, make_partition(n, n_workers, "power_law", random_state=seed))
@@ -44,8 +44,8 @@ CASES = [
 def test_forecast_equals_the_ledger_round_by_round(method, options, seed):
     parts = partitions(seed)
     n_rows = [p.shape[0] for p in parts]
-    for center, kernel, n_landmarks in itertools.product(
-            (True, False), ("rbf", "arccos", "poly"), (13, 71)):
+    n_landmarks = 13 + 29 * seed
+    for center, kernel in itertools.product((True, False), ("rbf", "arccos", "poly")):
         est = fit(parts, seed, method=method, center=center, kernel=kernel,
                   n_landmarks=n_landmarks, **options)
         forecast = forecast_words(method, n_rows, D, 4, n_landmarks, kernel=est.kernel_,
