@@ -19,7 +19,7 @@ against the exact optimum (the references of ``benchmarks/sampler.py``, cached i
 ``results/sampler/refs``). 'random_features' is left out of the envelope: its
 error is measured in its own random-feature space, not the kernel's.
 
-    python benchmarks/budget.py                 # the full run (~20 minutes)
+    python benchmarks/budget.py --seeds 3       # the run in results/ (~60 minutes)
     python benchmarks/budget.py --quick         # digits and spam, 2 budgets, 1 seed
     python benchmarks/budget.py --summary-only  # redo summary.md from results.csv
 
@@ -227,7 +227,9 @@ def main(argv=None) -> int:
         for dataset in datasets:
             for which in (("rbf0.2", "poly") if args.quick else KERNELS):
                 rows += run_setting(dataset, which, budgets, args.seeds)
-        write_rows(out / "results.csv", [{c: r.get(c, "") for c in COLUMNS} for r in rows])
+                # after every setting, so a long run leaves what it has done
+                write_rows(out / "results.csv",
+                           [{c: r.get(c, "") for c in COLUMNS} for r in rows])
         minutes = (time.perf_counter() - start) / 60
     write_summary(rows, out, sorted({int(r["seed"]) for r in rows}), minutes)
     plot(rows, out)

@@ -7,8 +7,10 @@ from kernelscale.horizontal.baselines import (
     uniform_batch,
     uniform_dislr,
 )
+from kernelscale.horizontal.budget import BudgetPlan, WordBudgetError, plan_budget
 from kernelscale.horizontal.diskpca import diskpca
 from kernelscale.horizontal.evaluate import distributed_error
+from kernelscale.horizontal.forecast import Forecast, forecast_words
 from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
 
 # The estimators (scikit-learn classes) load on first use.
@@ -17,12 +19,17 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 })
 
 __all__ = [
+    "BudgetPlan",
     "DistributedKernelPCA",
+    "Forecast",
+    "WordBudgetError",
     "diskpca",
     "distributed_error",
     "exact_kpca",
+    "forecast_words",
     "landmark_batch",
     "landmark_dislr",
+    "plan_budget",
     "random_features_pca",
     "uniform_batch",
     "uniform_dislr",
