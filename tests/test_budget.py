@@ -201,3 +201,16 @@ def test_cli_plan_and_fit_with_max_words(tmp_path, capsys):
     assert main(["fit", "--data", str(data), "--max-words", "50", "--out", str(model)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("kernelscale: error: max_words=50 is too small")
+
+
+def test_a_budget_refuses_secure_sums_it_cannot_forecast():
+    from kernelscale.runtime import LocalCluster
+
+    parts = partitions(0)
+    cluster = LocalCluster(parts)
+    cluster.secure_rounds = "all"  # as a FlowerCluster summing through SecAgg+
+    est = DistributedKernelPCA(4, max_words=50_000, backend="flower", client=cluster,
+                               random_state=0)
+    with pytest.raises(ValueError, match="SecAgg"):
+        est.fit(None)
+    assert cluster.ledger.total_words("fit") == 0

@@ -330,7 +330,7 @@ default=None
         cluster, info = self._make_cluster(X, y, rng)
         try:
             self.kernel_ = self._make_kernel(self.n_features_in_)
-            plan = self._plan_budget(X, info) if self.max_words is not None else None
+            plan = self._plan_budget(X, info, cluster) if self.max_words is not None else None
             self.method_ = plan.method if plan else (self.method or "diskpca")
             desc = f"{type(self).__name__}({self.method_})"
             with track_rounds(cluster, LOGGER, desc, self.verbose):
@@ -438,8 +438,12 @@ default=None
             raise ValueError("max_words chooses the landmarks within the budget; give "
                              "either max_words or landmarks, not both.")
 
-    def _plan_budget(self, X, info):
+    def _plan_budget(self, X, info, cluster):
         """The budget's method and sizes, from the partition sizes (no word sent)."""
+        if getattr(cluster, "secure_rounds", None) is not None:
+            raise ValueError(
+                "max_words forecasts the protocol's messages, not SecAgg+'s own (keys, "
+                "shares, masked uploads); fit with secure_rounds=None, or without max_words.")
         options = {}
         if info.is_sparse:
             options["max_row_nnz"] = _max_row_nnz(X)
