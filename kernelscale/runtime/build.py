@@ -155,8 +155,21 @@ def make_cluster(
 
 
 def _flower_cluster(data, client, data_key: str | None = None, timeout: float = 600.0):
-    """A FlowerCluster on the SuperLink ``client`` with ``data`` SuperNodes."""
+    """A FlowerCluster on the SuperLink ``client`` with ``data`` SuperNodes.
+
+    ``client`` may be a ready :class:`Cluster` (e.g. ``FlowerCluster(superlink,
+    n_workers=3, secure_rounds="all", lost="drop")``): it is used as it is (its
+    workers, ``timeout``, ``lost`` and secure rounds), ``data_key`` (``fit("key")``)
+    set on it.
+    """
     if isinstance(client, Cluster):
+        if data_key is not None:
+            if not hasattr(client, "data_key"):
+                raise TypeError(
+                    f"fit({data_key!r}) names the node-config key of the SuperNodes' "
+                    f"partition files; the {type(client).__name__} given as client holds "
+                    "its partitions: fit(None).")
+            client.data_key = str(data_key)
         return client
     if not isinstance(client, str) or not client:
         raise ValueError("backend='flower' needs client='host:port' of the Flower SuperLink.")
