@@ -385,12 +385,15 @@ async def _identify(address: str, timeout: float) -> None:
     import asyncio
 
     from distributed.comm import connect
+    from distributed.security import Security
 
+    # As distributed.Client connects: TLS settings from Dask's configuration.
+    connection_args = Security().get_connection_args("client")
     comm = None
 
     async def ask() -> None:
         nonlocal comm
-        comm = await connect(address, timeout=timeout)
+        comm = await connect(address, timeout=timeout, **connection_args)
         await comm.write({"op": "identity", "reply": True})
         reply = await comm.read()
         kind = reply.get("type") if isinstance(reply, dict) else None
