@@ -120,7 +120,12 @@ def test_bad_timeout_or_address(tmp_path, capsys):
     assert capsys.readouterr().err.startswith(
         "kernelscale: error: argument --timeout: must be a positive number of seconds, got '0'")
     assert main([*argv, "--scheduler", "nohost", "--timeout", "1"]) == 2
-    assert "cannot connect to the Dask scheduler at nohost" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        "kernelscale: error: cannot connect to the Dask scheduler at nohost: it is not a Dask "
+        "scheduler address, such as tcp://host:8786 (missing port number in address "
+        "'nohost'); check --scheduler (a Dask scheduler's address, tcp://host:8786)\n")
+    assert main([*argv, "--scheduler", "foo://h:1", "--timeout", "1"]) == 2
+    assert "foo://h:1: it is not a Dask scheduler address" in capsys.readouterr().err
 
 
 class Listener:

@@ -360,7 +360,7 @@ def cli_client(args):
         if reason.startswith(f"{scheduler} "):  # dask_client's own errors name the address
             reason = f"it {reason[len(scheduler) + 1:]}"
         advice = ("check --scheduler (a Dask scheduler's address, tcp://host:8786)"
-                  if isinstance(exc, NotDaskError) else
+                  if isinstance(exc, (NotDaskError, ValueError)) else
                   "check --scheduler, or give it longer with --timeout")
         raise OSError(f"cannot connect to the Dask scheduler at {scheduler}: {reason}; "
                       f"{advice}") from exc
@@ -422,6 +422,17 @@ def _probe_scheduler(address: str, timeout: float) -> None:
     import asyncio
     import threading
 
+    from distributed.comm import registry
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:  # what connect() checks before it opens anything (a mistake, not the peer's)
+        scheme, location = parse_address(address)
+        registry.get_backend(scheme)
+        if scheme in ("tcp", "tls"):
+            parse_host_port(location)
+    except ValueError as exc:
+        raise ValueError(f"{address} is not a Dask scheduler address, such as "
+                         f"tcp://host:8786 ({exc})") from exc
     outcome: dict = {}
 
     def run() -> None:
@@ -463,9 +474,10 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None,
     timeout : float, optional
         Seconds to wait for the connection to ``scheduler`` (CLI ``--timeout``);
         default: Dask's ``distributed.comm.timeouts.connect`` (30 s). A hard
-        deadline: a listener that accepts and never answers is an ``OSError``
-        after about this long, as is one that answers in another protocol
-        (:class:`NotDaskError`) or no listener at all.
+        deadline: no listener, or one that accepts and never answers, is an
+        ``OSError`` after about this long; one that answers in another protocol is
+        a :class:`NotDaskError` (an ``OSError``) at once; a malformed address a
+        ``ValueError``.
 
     Returns
     -------
