@@ -12,6 +12,7 @@ exit with code 2 (the conventions every subcommand shares are in
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import sys
 import time
@@ -27,6 +28,7 @@ from kernelscale.cli_common import (
     ArgumentParser,
     UsageError,
     add_header_arg,
+    flag_names,
     load_options,
     positive_float,
     positive_int,
@@ -51,6 +53,11 @@ DEMO_METHODS = (
     ("random_features", "gram"),
     ("exact", "gram"),
 )
+
+
+#: Estimator parameters that fit/demo/plan set from a flag of another name.
+FIT_RENAMES = {"n_workers": "--workers", "n_landmarks": "--landmarks",
+               "random_state": "--seed", "n_jobs": "--jobs"}
 
 
 def _add_kernel_args(p: argparse.ArgumentParser) -> None:
@@ -107,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="disKPCA and its baselines on the bundled digits data")
     _add_kernel_args(demo)
     _add_fit_args(demo)
-    demo.set_defaults(func=run_demo)
+    demo.set_defaults(func=run_demo, flag_names=flag_names(demo, FIT_RENAMES))
 
     fit = sub.add_parser("fit", help="fit a distributed kernel PCA on a data file")
     fit.add_argument("--data", required=True, help=DATA_HELP)
@@ -125,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "'kernelscale plan' shows the forecast")
     _add_kernel_args(fit)
     _add_fit_args(fit)
-    fit.set_defaults(func=run_fit)
+    fit.set_defaults(func=run_fit, flag_names=flag_names(fit, FIT_RENAMES))
 
     transform = sub.add_parser("transform", help="project a data file with a saved model")
     transform.add_argument("--model", required=True,
@@ -136,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_header_arg(transform)
     transform.add_argument("--out", required=True,
                            help="where to write the scores, one row per point (.npy or .csv)")
-    transform.set_defaults(func=run_transform)
+    transform.set_defaults(func=run_transform, flag_names=flag_names(transform))
 
     for module in SUBCOMMAND_MODULES:
         importlib.import_module(module).add_subcommand(sub)
@@ -301,9 +308,10 @@ def run_transform(args) -> int:
     return 0
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """``warnings.showwarning`` for the CLI: one line, no source line."""
-    print_warning(message)
+def _show_warning(message, category, filename, lineno, file=None, line=None,
+                  flags=None) -> None:
+    """``warnings.showwarning`` for the CLI: one line, no source line, flags named."""
+    print_warning(message, flags)
 
 
 def main(argv=None) -> int:
@@ -314,16 +322,17 @@ def main(argv=None) -> int:
     except SystemExit as exc:  # --help, --version (0) or a usage error (2, one line)
         return exc.code if isinstance(exc.code, int) else 2
     saved_showwarning = warnings.showwarning
+    flags = getattr(args, "flag_names", None)  # the subcommand's {parameter: flag}
     try:
         # The Dask client of --scheduler / --dask-workers (None: in-process).
         with warnings.catch_warnings(), cli_client(args) as args.client:
             warnings.simplefilter("default")
-            warnings.showwarning = _show_warning
+            warnings.showwarning = functools.partial(_show_warning, flags=flags)
             return args.func(args)
     except (UsageError, ValueError, TypeError, OSError, ImportError) as exc:
         # OSError: missing files, and paths that cannot be written (an --out
         # inside a file or a missing directory, no permission).
-        print_error(exc)
+        print_error(exc, flags)
         return 2
     except KeyboardInterrupt:
         print("kernelscale: interrupted", file=sys.stderr)

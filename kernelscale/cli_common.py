@@ -6,6 +6,10 @@ the data-file options.
   subcommand prints them; a mistake on
   the command line itself (:class:`ArgumentParser`) adds where the help is,
   ``; see 'kernelscale fit --help'``, instead of argparse's usage block.
+* The estimators' messages name Python parameters; printed by a subcommand
+  they name its flags instead (:func:`flag_names`, :func:`in_flags`:
+  ``n_workers=5`` reads ``--workers 5``), and scikit-learn's minimum-samples
+  message reads "the data has 1 row(s); at least 2 are needed".
 * Numbers that must be positive are checked by argparse (:func:`positive_int`,
   :func:`positive_float`), so the error names the flag the user typed.
 * ``--header`` / ``--no-header`` (:func:`add_header_arg`) override the CSV
@@ -15,6 +19,7 @@ the data-file options.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -28,14 +33,68 @@ def _one_line(message) -> str:
     return " ".join(str(message).split())
 
 
-def print_error(message) -> None:
-    """``kernelscale: error: <message>`` on stderr, on one line (every subcommand's form)."""
-    print(f"kernelscale: error: {_one_line(message)}", file=sys.stderr)
+#: scikit-learn's check_array: too few samples or features for an estimator.
+_SKLEARN_MINIMUM = re.compile(
+    r"Found array with (\d+) (sample|feature)\(s\) \(shape=\([^)]*\)\) while a minimum "
+    r"of (\d+) is required(?: by [\w.]+)?\.?")
 
 
-def print_warning(message) -> None:
-    """``kernelscale: warning: <message>`` on stderr, on one line."""
-    print(f"kernelscale: warning: {_one_line(message)}", file=sys.stderr)
+def flag_names(parser: argparse.ArgumentParser, renames: dict | None = None) -> dict:
+    """``{Python parameter: flag}`` for a subcommand's ``parser``.
+
+    Every long option maps from its ``dest`` (``--n-components`` from
+    ``n_components``); ``renames`` adds the estimator parameters a flag sets
+    under another name (``{"n_workers": "--workers"}``). A subcommand keeps it
+    as its ``flag_names`` default, for :func:`in_flags`.
+    """
+    names = {}
+    for action in parser._actions:
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        if longs and action.dest not in ("help", "version"):
+            names.setdefault(action.dest, longs[0])
+    names.update(renames or {})
+    return names
+
+
+def in_flags(message, flags: dict | None = None) -> str:
+    """``message`` as the command line says it: the flags for Python parameters.
+
+    The estimators' messages name their parameters (right for the Python API);
+    on the command line ``n_workers=5`` reads ``--workers 5``, and a parameter
+    named alone (``sketch_size``) its flag. Only ``name=`` and names with an
+    underscore are replaced, so that plain words (``kernel``, ``center``) in the
+    prose stay. scikit-learn's "Found array with 1 sample(s) ... a minimum of 2
+    is required by ..." reads "the data has 1 row(s); at least 2 are needed".
+    """
+    text = str(message)
+
+    def minimum(match) -> str:
+        what = "row(s)" if match.group(2) == "sample" else "column(s)"
+        return f"the data has {match.group(1)} {what}; at least {match.group(3)} are needed"
+
+    text = _SKLEARN_MINIMUM.sub(minimum, text)
+    for name in sorted(flags or {}, key=len, reverse=True):
+        flag = flags[name]
+        text = re.sub(rf"(?<![-\w.]){re.escape(name)}=", f"{flag} ", text)
+        if "_" in name:  # "2*n_components" reads "2 * --n-components"
+            text = re.sub(rf"\*{re.escape(name)}(?![\w(])", f" * {flag}", text)
+            text = re.sub(rf"(?<![-\w.]){re.escape(name)}(?![\w(])", flag, text)
+    return text
+
+
+def print_error(message, flags: dict | None = None) -> None:
+    """``kernelscale: error: <message>`` on stderr, on one line (every subcommand's form).
+
+    ``flags``: the subcommand's :func:`flag_names`; the parameters in ``message``
+    are then named by their flags (:func:`in_flags`).
+    """
+    print(f"kernelscale: error: {_one_line(in_flags(message, flags))}", file=sys.stderr)
+
+
+def print_warning(message, flags: dict | None = None) -> None:
+    """``kernelscale: warning: <message>`` on stderr, on one line (flags as in
+    :func:`print_error`)."""
+    print(f"kernelscale: warning: {_one_line(in_flags(message, flags))}", file=sys.stderr)
 
 
 def print_note(message) -> None:

@@ -200,7 +200,7 @@ def test_cli_plan_and_fit_with_max_words(tmp_path, capsys):
     assert f"{planned:,} words (at most 40,000)" in out
     assert main(["fit", "--data", str(data), "--max-words", "50", "--out", str(model)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("kernelscale: error: max_words=50 is too small")
+    assert len(err) == 1 and err[0].startswith("kernelscale: error: --max-words 50 is too small")
 
 
 def test_a_budget_refuses_secure_sums_it_cannot_forecast():

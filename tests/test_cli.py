@@ -214,7 +214,7 @@ def test_warning_is_one_line(data_npy, tmp_path, capsys):
             "--n-components", "3", "--workers", "3", "--landmarks", "5000"]
     assert main(argv) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[0] == "kernelscale: warning: n_landmarks=5000 exceeds the 200 samples; using 200."
+    assert err[0] == "kernelscale: warning: --landmarks 5000 exceeds the 200 samples; using 200."
     assert len(err) == 2 and err[1].startswith("kernelscale: note: the fit sent ")
     assert warnings.showwarning is before  # restored after main
 
@@ -440,6 +440,61 @@ def test_errors_name_the_users_concepts(rows, message, tmp_path, capsys):
                            "--out", str(tmp_path / "m.npz")], capsys)
     assert line.endswith(message)
     assert "median_heuristic" not in line
+
+
+def test_errors_and_warnings_name_flags_not_parameters(tmp_path, capsys):
+    """README: errors name flags. The estimators' n_workers= / n_components= read as
+    --workers / --n-components on the command line."""
+    np.save(tmp_path / "two.npy", np.random.default_rng(0).standard_normal((2, 5)))
+    assert main(["fit", "--data", str(tmp_path / "two.npy"), "--out",
+                 str(tmp_path / "m.npz"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["kernelscale: warning: --workers 5 exceeds the 2 samples; using 2 workers.",
+                   "kernelscale: error: --n-components 10 exceeds the number of samples (2)."]
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_stream_errors_name_flags(tmp_path, capsys):
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).standard_normal((50, 3)))
+    line = one_error_line(["stream", "--data", str(tmp_path / "X.npy"), "--out",
+                           str(tmp_path / "s.npz"), "--n-components", "300", "--quiet"], capsys)
+    assert line.startswith("kernelscale: error: --n-components 300 exceeds --sketch-size 20;")
+    assert "sketch_size" not in line and "n_components" not in line
+
+
+@pytest.mark.parametrize("argv", [["fit", "--gamma", "0.1", "--quiet"], ["vertical"]])
+def test_too_few_rows_is_said_in_rows(argv, tmp_path, capsys):
+    """Not scikit-learn's 'Found array with 1 sample(s) (shape=(1, 5)) while a minimum
+    of 2 is required by DistributedKernelPCA.'"""
+    np.save(tmp_path / "one.npy", np.ones((1, 5)))
+    command, *rest = argv
+    out = ["--out", str(tmp_path / "m.npz")] if command == "fit" else []
+    line = one_error_line([command, "--data", str(tmp_path / "one.npy"), *out, *rest], capsys)
+    assert line == "kernelscale: error: the data has 1 row(s); at least 2 are needed"
+
+
+def test_python_api_messages_still_name_parameters():
+    """Only the CLI translates: the estimators keep naming their Python parameters."""
+    from kernelscale import DistributedKernelPCA
+
+    with pytest.raises(ValueError, match=r"n_components=10 exceeds the number of samples"), \
+            pytest.warns(UserWarning, match=r"n_workers=5 exceeds the 2 samples"):
+        DistributedKernelPCA(n_components=10, gamma=0.1).fit(np.ones((2, 5)))
+    with pytest.raises(ValueError, match=r"Found array with 1 sample\(s\)"):
+        DistributedKernelPCA(gamma=0.1).fit(np.ones((1, 5)))
+
+
+def test_in_flags_replaces_parameters_not_words():
+    from kernelscale.cli_common import in_flags
+
+    flags = {"n_workers": "--workers", "kernel": "--kernel", "sketch_size": "--sketch-size"}
+    assert in_flags("kernel='x' is not a kernel; n_workers=3, sketch_size too small; "
+                    "est.n_workers_ and my_kernel=1", flags) == (
+        "--kernel 'x' is not a kernel; --workers 3, --sketch-size too small; "
+        "est.n_workers_ and my_kernel=1")
+    assert in_flags("Found array with 0 feature(s) (shape=(3, 0)) while a minimum of 1 is "
+                    "required by VerticalKernelPCA.") == (
+        "the data has 0 column(s); at least 1 are needed")
 
 
 @pytest.mark.parametrize(("argv", "message"), [

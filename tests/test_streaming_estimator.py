@@ -274,7 +274,7 @@ def test_cli_user_mistakes_exit_2(tmp_path, data, capsys):
                       str(tmp_path / "m.npz"), "--n-components", "30", "--quiet"])
     assert too_many.func(too_many) == 2
     err = capsys.readouterr().err
-    assert "nope.npy" in err and "exceeds sketch_size" in err
+    assert "nope.npy" in err and "exceeds --sketch-size" in err
     assert "Traceback" not in err
 
 
@@ -286,4 +286,4 @@ def test_cli_stream_warns_when_the_sketch_is_too_small(tmp_path, data, capsys):
     assert args.func(args) == 0
     err = capsys.readouterr().err
     assert "kernelscale: warning: The skpca sketch holds only 2" in err
-    assert "2*n_components + 2 = 10" in err
+    assert "2 * --n-components + 2 = 10" in err

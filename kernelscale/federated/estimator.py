@@ -123,15 +123,21 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         Run the clients in-process, each in a Dask actor, or each on a Flower
         SuperNode (same result, same words). With ``'flower'``, ``fit(None)``:
         ``n_workers`` SuperNodes hold the data (see ``docs/federated.md``).
-    client : distributed.Client or str, optional
-        The Dask client for ``backend='dask'``; the SuperLink's ``host:port`` for
-        ``backend='flower'``.
+    client : distributed.Client, str or FlowerCluster, optional
+        The Dask client for ``backend='dask'``. For ``backend='flower'``: the
+        SuperLink's ``host:port``, or a ready cluster to use its options, e.g.
+        ``client=FlowerCluster("127.0.0.1:9093", n_workers=3, secure_rounds="all",
+        lost="drop")`` (SecAgg+ sums, within its ``secure_range``, and dropping
+        lost nodes; see :class:`~kernelscale.runtime.FlowerCluster`): the fit runs
+        on it as it is (its workers and ``timeout``, not ``n_workers`` /
+        ``timeout`` here) and closes it at the end, so give a new one to each fit.
     retry_lost : bool, default=False
         Dask only: rebuild a partition whose worker died on a live worker (replaying
         its earlier steps; the extra words go to the phase 'recovery') instead of
         raising ``WorkerError``.
     timeout : float, optional
-        Dask only: seconds a round may take before it fails (default 600).
+        Dask and Flower (with ``client='host:port'``): seconds a round may take
+        before it fails (default 600).
     n_jobs : int or None, default=None
         In-process only: threads for the workers' steps and their row chunks,
         with scikit-learn's meaning (``None``: 1, ``-1``: every core). The
@@ -264,15 +270,21 @@ class DistributedSpectralClustering(_EmbeddingClustering):
     partition : {'power_law', 'uniform', 'label'}, default='power_law'
     backend : {'local', 'dask', 'flower'}, default='local'
         As in :class:`FederatedKernelKMeans`.
-    client : distributed.Client or str, optional
-        The Dask client for ``backend='dask'``; the SuperLink's ``host:port`` for
-        ``backend='flower'``.
+    client : distributed.Client, str or FlowerCluster, optional
+        The Dask client for ``backend='dask'``. For ``backend='flower'``: the
+        SuperLink's ``host:port``, or a ready cluster to use its options, e.g.
+        ``client=FlowerCluster("127.0.0.1:9093", n_workers=3, secure_rounds="all",
+        lost="drop")`` (SecAgg+ sums, within its ``secure_range``, and dropping
+        lost nodes; see :class:`~kernelscale.runtime.FlowerCluster`): the fit runs
+        on it as it is (its workers and ``timeout``, not ``n_workers`` /
+        ``timeout`` here) and closes it at the end, so give a new one to each fit.
     retry_lost : bool, default=False
         Dask only: rebuild a partition whose worker died on a live worker (replaying
         its earlier steps; the extra words go to the phase 'recovery') instead of
         raising ``WorkerError``.
     timeout : float, optional
-        Dask only: seconds a round may take before it fails (default 600).
+        Dask and Flower (with ``client='host:port'``): seconds a round may take
+        before it fails (default 600).
     n_jobs : int or None, default=None
         In-process only: threads for the workers' steps and their row chunks,
         with scikit-learn's meaning (``None``: 1, ``-1``: every core). The

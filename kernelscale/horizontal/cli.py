@@ -19,7 +19,7 @@ import argparse
 import numpy as np
 import scipy.sparse as sp
 
-from kernelscale.cli_common import DATA_HELP, add_header_arg, positive_int
+from kernelscale.cli_common import DATA_HELP, add_header_arg, flag_names, in_flags, positive_int
 from kernelscale.horizontal.forecast import FORECAST_METHODS, forecast_words
 
 
@@ -55,7 +55,9 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--center", action=argparse.BooleanOptionalAction, default=True,
                    help="centred, as fit (default); --no-center is the papers' setting")
     _add_kernel_args(p)
-    p.set_defaults(func=run_plan)
+    p.set_defaults(func=run_plan, flag_names=flag_names(
+        p, {"n_workers": "--workers", "n_landmarks": "--landmarks",
+            "n_random_features": "--random-features", "random_state": "--seed"}))
 
 
 def run_plan(args) -> int:
@@ -112,7 +114,8 @@ def _print_budget(n_rows, d, args, options) -> None:
     try:
         plan = plan_budget(args.max_words, n_rows, d, args.n_components, **options)
     except WordBudgetError as exc:
-        print(f"fit --max-words {args.max_words} stops with an error: {exc}")
+        print(f"fit --max-words {args.max_words} stops with an error: "
+              f"{in_flags(exc, getattr(args, 'flag_names', None))}")
         return
     print(f"fit --max-words {args.max_words} runs {plan.method} with {_size(plan.forecast)} "
           f"({plan.forecast.words:,} words): {plan.reason}")

@@ -202,17 +202,22 @@ default=None
     backend : {'local', 'dask', 'flower'}, default='local'
         Workers in-process, in Dask actors, or on Flower SuperNodes (``fit(None)``:
         ``n_workers`` SuperNodes hold the data, see ``docs/federated.md``).
-    client : distributed.Client or str, optional
-        The Dask client for ``backend='dask'``; the SuperLink's ``host:port`` for
-        ``backend='flower'``.
+    client : distributed.Client, str or FlowerCluster, optional
+        The Dask client for ``backend='dask'``. For ``backend='flower'``: the
+        SuperLink's ``host:port``, or a ready cluster to use its options, e.g.
+        ``client=FlowerCluster("127.0.0.1:9093", n_workers=3, secure_rounds="all",
+        lost="drop")`` (SecAgg+ sums, within its ``secure_range``, and dropping
+        lost nodes; see :class:`~kernelscale.runtime.FlowerCluster`): the fit runs
+        on it as it is (its workers and ``timeout``, not ``n_workers`` /
+        ``timeout`` here) and closes it at the end, so give a new one to each fit.
     retry_lost : bool, default=False
         Dask only: when a worker dies, re-create its partition on a live worker
         (reloaded from its loader, scattered again from the client's array, or
         recomputed by Dask for a dask array chunk), replay its earlier steps and
         repeat the round; the extra traffic is counted under the phase 'recovery'.
     timeout : float, optional
-        Dask and Flower: seconds a round may take before it fails with a
-        ``WorkerError`` (default: the runtime's 600 s).
+        Dask and Flower (with ``client='host:port'``): seconds a round may take
+        before it fails with a ``WorkerError`` (default: the runtime's 600 s).
     n_jobs : int or None, default=None
         In-process only: threads for the workers' steps and their row chunks,
         with scikit-learn's meaning (``None``: 1, ``-1``: every core). The

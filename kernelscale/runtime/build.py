@@ -155,8 +155,21 @@ def make_cluster(
 
 
 def _flower_cluster(data, client, data_key: str | None = None, timeout: float = 600.0):
-    """A FlowerCluster on the SuperLink ``client`` with ``data`` SuperNodes."""
+    """A FlowerCluster on the SuperLink ``client`` with ``data`` SuperNodes.
+
+    ``client`` may be a ready :class:`Cluster` (e.g. ``FlowerCluster(superlink,
+    n_workers=3, secure_rounds="all", lost="drop")``): it is used as it is (its
+    workers, ``timeout``, ``lost`` and secure rounds), ``data_key`` (``fit("key")``)
+    set on it.
+    """
     if isinstance(client, Cluster):
+        if data_key is not None:
+            if not hasattr(client, "data_key"):
+                raise TypeError(
+                    f"fit({data_key!r}) names the node-config key of the SuperNodes' "
+                    f"partition files; the {type(client).__name__} given as client holds "
+                    "its partitions: fit(None).")
+            client.data_key = str(data_key)
         return client
     if not isinstance(client, str) or not client:
         raise ValueError("backend='flower' needs client='host:port' of the Flower SuperLink.")
@@ -329,8 +342,9 @@ def cli_client(args):
     """The Dask client asked for by ``--scheduler`` / ``--dask-workers`` (``None``: in-process).
 
     A context manager: a local cluster started for ``--dask-workers`` stops at exit.
-    ``--timeout`` also bounds connecting to ``--scheduler``; a scheduler that cannot
-    be reached is an ``OSError`` naming it.
+    ``--timeout`` also bounds connecting to ``--scheduler`` (a hard deadline, see
+    :func:`dask_client`); a scheduler that cannot be reached in time, or a listener
+    that does not speak Dask's protocol, is an ``OSError`` naming the address.
     """
     scheduler, n_workers = getattr(args, "scheduler", None), getattr(args, "dask_workers", None)
     if scheduler is None and n_workers is None:
@@ -339,13 +353,111 @@ def cli_client(args):
     timeout = getattr(args, "timeout", None)
     try:
         client = dask_client(scheduler, n_workers, timeout=timeout)
-    except (OSError, ValueError) as exc:  # unreachable, or not an address
+    except (OSError, ValueError) as exc:  # unreachable, silent, not Dask, or not an address
         if scheduler is None:
             raise
-        raise OSError(f"cannot connect to the Dask scheduler at {scheduler} ({exc}); check "
-                      "--scheduler, or give it longer with --timeout") from exc
+        reason = str(exc)
+        if reason.startswith(f"{scheduler} "):  # dask_client's own errors name the address
+            reason = f"it {reason[len(scheduler) + 1:]}"
+        advice = ("check --scheduler (a Dask scheduler's address, tcp://host:8786)"
+                  if isinstance(exc, (NotDaskError, ValueError)) else
+                  "check --scheduler, or give it longer with --timeout")
+        raise OSError(f"cannot connect to the Dask scheduler at {scheduler}: {reason}; "
+                      f"{advice}") from exc
     with client:
         yield client
+
+
+class _NotDask(Exception):
+    """The peer answered, but not as a Dask scheduler does."""
+
+
+class NotDaskError(OSError):
+    """``--scheduler`` names a listener that answers, but not in Dask's protocol."""
+
+
+async def _identify(address: str, timeout: float) -> None:
+    """Connect to ``address``, ask for its identity, and check it is a Dask scheduler.
+
+    At most ``timeout`` seconds and a half (``asyncio.wait_for``); the connection is closed
+    whatever happens.
+    """
+    import asyncio
+
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    # As distributed.Client connects: TLS settings from Dask's configuration.
+    connection_args = Security().get_connection_args("client")
+    comm = None
+
+    async def ask() -> None:
+        nonlocal comm
+        comm = await connect(address, timeout=timeout, **connection_args)
+        await comm.write({"op": "identity", "reply": True})
+        reply = await comm.read()
+        kind = reply.get("type") if isinstance(reply, dict) else None
+        if kind != "Scheduler":
+            raise _NotDask(f"it answered as a Dask {kind}, not the scheduler" if kind
+                           else "its reply is not a Dask scheduler's identity")
+
+    try:
+        # A half second's grace lets distributed's own connect timeout speak first
+        # (its message says why: refused, no such host).
+        await asyncio.wait_for(ask(), timeout + 0.5)
+    finally:
+        if comm is not None:
+            comm.abort()
+
+
+def _probe_scheduler(address: str, timeout: float) -> None:
+    """Check within about ``timeout`` seconds that ``address`` is a Dask scheduler.
+
+    Runs :func:`_identify` on an event loop of its own in a daemon thread, and
+    gives up when the thread has not finished shortly after the deadline (a
+    peer that never answers cannot hold the caller). Raises an ``OSError``
+    naming ``address``: not reachable within ``timeout`` seconds (refused,
+    silent, no such host) or not speaking Dask's protocol.
+    """
+    import asyncio
+    import threading
+
+    from distributed.comm import registry
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:  # what connect() checks before it opens anything (a mistake, not the peer's)
+        scheme, location = parse_address(address)
+        registry.get_backend(scheme)
+        if scheme in ("tcp", "tls"):
+            parse_host_port(location)
+    except ValueError as exc:
+        raise ValueError(f"{address} is not a Dask scheduler address, such as "
+                         f"tcp://host:8786 ({exc})") from exc
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            asyncio.run(_identify(address, timeout))
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller below
+            outcome["error"] = exc
+        else:
+            outcome["ok"] = True
+
+    thread = threading.Thread(target=run, name="kernelscale-dask-probe", daemon=True)
+    thread.start()
+    thread.join(timeout + 2.5)
+    error = outcome.get("error")
+    if outcome.get("ok"):
+        return
+    silent = (f"{address} is not a reachable Dask scheduler within {timeout:g} s "
+              "(no Dask answer in that time)")
+    if thread.is_alive() or isinstance(error, (asyncio.TimeoutError, TimeoutError)):
+        raise OSError(silent) from error
+    if isinstance(error, OSError):  # refused or no such host: distributed's own message
+        raise OSError(f"{address} is not a reachable Dask scheduler within {timeout:g} s "
+                      f"({error})") from error
+    detail = str(error) if isinstance(error, _NotDask) else "its reply is not a Dask message"
+    raise NotDaskError(f"{address} does not speak Dask's protocol ({detail})") from error
 
 
 def dask_client(scheduler: str | None = None, n_workers: int | None = None,
@@ -361,7 +473,11 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None,
         worker processes (CLI ``--dask-workers``).
     timeout : float, optional
         Seconds to wait for the connection to ``scheduler`` (CLI ``--timeout``);
-        default: Dask's ``distributed.comm.timeouts.connect`` (30 s).
+        default: Dask's ``distributed.comm.timeouts.connect`` (30 s). A hard
+        deadline: no listener, or one that accepts and never answers, is an
+        ``OSError`` after about this long; one that answers in another protocol is
+        a :class:`NotDaskError` (an ``OSError``) at once; a malformed address a
+        ``ValueError``.
 
     Returns
     -------
@@ -378,8 +494,22 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None,
     if scheduler is not None:
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
-        # An OSError (TimeoutError) when the scheduler cannot be reached in time.
-        return Client(scheduler) if timeout is None else Client(scheduler, timeout=timeout)
+        if timeout is None:
+            import dask
+            from dask.utils import parse_timedelta
+
+            timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+        # distributed.Client(address, timeout=) alone waits forever on a listener that
+        # accepts and stays silent, and fails with a MemoryError on one that answers
+        # in another protocol: ask the scheduler who it is first, under a hard deadline.
+        _probe_scheduler(scheduler, float(timeout))
+        try:
+            return Client(scheduler, timeout=timeout)
+        except OSError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure to connect is the address's
+            raise OSError(f"{scheduler} answered, but connecting a Dask client failed "
+                          f"({type(exc).__name__}: {exc})") from exc
     if n_workers is None or n_workers < 1:
         raise ValueError("Give a scheduler address or a positive number of Dask workers.")
     # The client owns this local cluster: closing the client stops its workers.
@@ -389,6 +519,7 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None,
 
 __all__ = [
     "BACKENDS",
+    "NotDaskError",
     "add_dask_args",
     "cli_client",
     "dask_client",

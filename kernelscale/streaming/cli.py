@@ -18,6 +18,7 @@ from kernelscale.cli_common import (
     DATA_HELP,
     UsageError,
     add_header_arg,
+    flag_names,
     load_options,
     positive_float,
     positive_int,
@@ -59,12 +60,14 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--random-state", type=int, default=0,
                    help="random seed of the features (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, flag_names=flag_names(p, {"batch_size": "--chunk-size"}))
 
 
 def run(args: argparse.Namespace) -> int:
     """Stream the file into a :class:`StreamingKernelPCA` and save it; exit code."""
     from kernelscale.datasets import iter_chunks
+
+    flags = getattr(args, "flag_names", None)  # errors name --sketch-size, not sketch_size
 
     estimator = StreamingKernelPCA(
         n_components=args.n_components, kernel=args.kernel, gamma=args.gamma,
@@ -86,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                 bar.leave = False  # the error says what happened; no half-done bar
                 raise
     except (OSError, ValueError, TypeError, UsageError) as exc:
-        print_error(exc)
+        print_error(exc, flags)
         return 2
     if not hasattr(estimator, "sketcher_"):
         print_error(f"{args.data} holds no rows.")
@@ -97,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", UserWarning)
         estimator.eigenvalues_  # noqa: B018
     for warning in caught:
-        print_warning(warning.message)
+        print_warning(warning.message, flags)
     try:
         save_streaming_model(estimator, args.out)
     except OSError as exc:

@@ -22,6 +22,7 @@ import numpy as np
 from kernelscale.cli_common import (
     UsageError,
     add_header_arg,
+    flag_names,
     load_options,
     positive_float,
     positive_int,
@@ -82,7 +83,8 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--no-center", action="store_true", help="do not centre the fused kernel")
     p.add_argument("--out", default=None, help="write the training embedding (.npy)")
     add_dask_args(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, flag_names=flag_names(
+        p, {"feature_blocks": "--blocks", "center": "--no-center", "n_jobs": "--jobs"}))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -121,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         )
         estimator.fit(X)
     except (ValueError, TypeError, OSError, WorkerError, UsageError) as exc:
-        print_error(exc)
+        print_error(exc, getattr(args, "flag_names", None))
         return 2
     embedding = estimator.model_.training_embedding()
     if args.out:

@@ -1,0 +1,80 @@
+"""``backend="flower"`` with ``client=`` a ready Cluster (no Flower processes).
+
+The README's way to give an estimator the options of :class:`FlowerCluster`
+(``secure_rounds=``, ``lost="drop"``) is ``client=FlowerCluster(...)``; the
+estimators then fit on that cluster as it is. A ``LocalCluster`` of the same
+partitions checks the plumbing: the same model and the same fit ledger as the
+local backend, and the estimator's ``n_workers`` / ``timeout`` are not used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+
+from kernelscale import DistributedKernelPCA
+from kernelscale.federated import FederatedKernelKMeans
+from kernelscale.runtime import Cluster, LocalCluster
+
+
+@pytest.fixture(scope="module")
+def parts():
+    X, _ = make_blobs(240, n_features=4, centers=3, random_state=0)
+    return [X[i::3] for i in range(3)]
+
+
+class Counting(LocalCluster):
+    """A LocalCluster that counts its rounds and its close()."""
+
+    def __init__(self, parts):
+        super().__init__(parts)
+        self.calls, self.closed = 0, 0
+
+    def _run(self, *args, **kwargs):
+        self.calls += 1
+        return super()._run(*args, **kwargs)
+
+    def close(self):
+        self.closed += 1
+        super().close()
+
+
+def _fit_ledger(ledger):
+    return ledger.copy(phase="fit")
+
+
+def test_diskpca_on_a_ready_cluster_is_the_local_fit(parts):
+    options = dict(n_components=3, gamma=0.1, n_landmarks=40, random_state=0)
+    local = DistributedKernelPCA(**options).fit(parts)
+    cluster = Counting(parts)
+    assert isinstance(cluster, Cluster)
+    flower = DistributedKernelPCA(**options, backend="flower", client=cluster,
+                                  n_workers=7, timeout=1).fit(None)
+    assert cluster.calls > 0 and cluster.closed == 1  # fitted there, then closed
+    assert flower.communication_ is cluster.ledger
+    assert _fit_ledger(flower.communication_) == _fit_ledger(local.communication_)
+    assert len(_fit_ledger(local.communication_)) > 0
+    X = np.vstack(parts)
+    np.testing.assert_allclose(flower.transform(X), local.transform(X), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(flower.eigenvalues_, local.eigenvalues_, rtol=1e-10)
+
+
+def test_fk_kmeans_on_a_ready_cluster_is_the_local_fit(parts):
+    options = dict(n_clusters=3, n_random_features=10, max_iter=2, coreset_size=30,
+                   n_refine=1, gamma=0.1, random_state=0)
+    local = FederatedKernelKMeans(**options).fit(parts)
+    cluster = Counting(parts)
+    flower = FederatedKernelKMeans(**options, backend="flower", client=cluster).fit(None)
+    assert cluster.calls > 0 and cluster.closed == 1
+    assert _fit_ledger(flower.communication_) == _fit_ledger(local.communication_)
+    np.testing.assert_array_equal(flower.labels_, local.labels_)
+    np.testing.assert_allclose(flower.cluster_centers_, local.cluster_centers_,
+                               rtol=1e-10, atol=1e-10)
+
+
+def test_a_data_key_needs_a_flower_cluster(parts):
+    est = DistributedKernelPCA(n_components=2, gamma=0.1, backend="flower",
+                               client=LocalCluster(parts))
+    with pytest.raises(TypeError, match=r"fit\('block-path'\) names the node-config key"):
+        est.fit("block-path")
