@@ -144,21 +144,28 @@ def top_eigh(S: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     n = S.shape[0]
     k = min(k, n)
     w, V = sla.eigh((S + S.T) / 2.0, subset_by_index=[n - k, n - 1])
-    w, V = w[::-1], V[:, ::-1]
-    from sklearn.utils.extmath import svd_flip  # slow import: on first use
-
-    V, _ = svd_flip(V, np.zeros((k, 1)), u_based_decision=True)
-    return w, V
+    return w[::-1], flip_signs(V[:, ::-1])
 
 
 def top_left_singular(B: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Top ``k`` left singular vectors and squared singular values of ``B``, signs fixed."""
     U, s, _ = sla.svd(B, full_matrices=False)
     k = min(k, U.shape[1])
-    from sklearn.utils.extmath import svd_flip  # slow import: on first use
+    return s[:k] ** 2, flip_signs(U[:, :k])
 
-    U, _ = svd_flip(U[:, :k], np.zeros((k, 1)), u_based_decision=True)
-    return s[:k] ** 2, U
+
+def flip_signs(U: np.ndarray) -> np.ndarray:
+    """Columns of ``U`` signed so that each one's largest entry in magnitude is positive.
+
+    scikit-learn's ``svd_flip(U, V, u_based_decision=True)`` on ``U`` alone
+    (without importing scikit-learn, seconds on a loaded machine).
+    """
+    U = np.array(U, copy=True)
+    if U.size == 0:
+        return U
+    signs = np.sign(U[np.argmax(np.abs(U), axis=0), np.arange(U.shape[1])])
+    U *= signs[np.newaxis, :]
+    return U
 
 
 def like_input(Z: np.ndarray, X) -> np.ndarray:
