@@ -101,23 +101,50 @@ class Kernel:
     def is_shift_invariant(self) -> bool:
         return self.name in ("rbf", "laplacian")
 
-    def __call__(self, X, Y, chunk_size: int = DEFAULT_CHUNK_SIZE) -> np.ndarray:
-        """Kernel block ``K[i, j] = k(X[i], Y[j])`` as a dense array."""
+    def __call__(self, X, Y, chunk_size: int = DEFAULT_CHUNK_SIZE, dtype=None) -> np.ndarray:
+        """Kernel block ``K[i, j] = k(X[i], Y[j])`` as a dense array.
+
+        ``dtype`` (float32 or float64) is the precision of the arithmetic and of
+        the block for the kernels with a feature map; by default float32 when
+        both inputs are float32, float64 otherwise.
+        """
         _check_input(self, X)
         _check_input(self, Y)
         if X.shape[1] != Y.shape[1]:
             raise ValueError(
                 f"X has {X.shape[1]} features but Y has {Y.shape[1]}; they must match."
             )
-        Y = _distinct_buffer(X, Y)
+        cast = self._caster(X, Y, dtype)
+        Y = _distinct_buffer(X, cast(Y))
         y_sq = row_sq_norms(Y) if self.name in ("rbf", "arccos") else None
         if X.shape[0] <= chunk_size:  # one block: no copy into a second buffer
-            return self._block(X, Y, y_sq)
-        out = np.empty((X.shape[0], Y.shape[0]), dtype=np.result_type(_dtype(X), _dtype(Y)))
+            return self._block(cast(X), Y, y_sq)
+        out = None
         for start in range(0, X.shape[0], chunk_size):
             stop = min(start + chunk_size, X.shape[0])
-            out[start:stop] = self._block(X[start:stop], Y, y_sq)
+            block = self._block(cast(X[start:stop]), Y, y_sq)
+            if out is None:
+                out = np.empty((X.shape[0], Y.shape[0]), dtype=block.dtype)
+            out[start:stop] = block
         return out
+
+    def _caster(self, X, Y, dtype):
+        """The map that puts rows in the working precision (identity for the inputs' own).
+
+        In float32, RBF rows are first shifted by Y's mean (the kernel is
+        shift-invariant): ``||x||^2 + ||y||^2 - 2 <x, y>`` then loses no digits
+        to data far from the origin.
+        """
+        if self.name not in KERNELS:
+            return _same
+        work = np.result_type(_dtype(X), _dtype(Y)) if dtype is None else np.dtype(dtype)
+        if work not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {dtype!r}.")
+        if work == np.float32 and self.name == "rbf" and not (sp.issparse(X)
+                                                              or sp.issparse(Y)):
+            shift = np.asarray(Y, dtype=np.float64).mean(axis=0)
+            return lambda rows: _shifted32(rows, shift)
+        return lambda rows: rows if _dtype(rows) == work else rows.astype(work)
 
     def diag(self, X) -> np.ndarray:
         """The diagonal ``k(x_i, x_i)`` without forming any block."""
@@ -433,6 +460,14 @@ def _distinct_buffer(X, Y):
     if not sp.issparse(Y) and not sp.issparse(X) and np.may_share_memory(X, Y):
         return Y.copy()
     return Y
+
+
+def _same(rows):
+    return rows
+
+
+def _shifted32(rows, shift: np.ndarray) -> np.ndarray:
+    return (rows - shift).astype(np.float32)
 
 
 def _dense(M) -> np.ndarray:

@@ -247,7 +247,7 @@ def pilot_ridge(kernel: Kernel, P, n_components: int, center: bool) -> float:
     ``mu = (1/k) sum_{i>k} lambda_i(K_PP)``: the tail of the pilot's own kernel
     matrix (centred when the fit is). No word is needed to estimate it.
     """
-    K = kernel(P, P)
+    K = kernel(P, P, dtype=np.float64)
     if center:
         mean = K.mean(axis=0)
         K = K - mean[None, :] - mean[:, None] + mean.mean()

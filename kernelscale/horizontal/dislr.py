@@ -179,7 +179,7 @@ def _components(replies, Y, kernel: Kernel, n_components: int, n_samples: int,
     """The master's side of disLR: ``(C = F W, eigenvalues, mean or None, trace)``."""
     n_y = Y.shape[0]
     # Master: Q = phi(Y) F is an orthonormal basis of span(phi(Y)).
-    F = whitening(kernel(Y, Y), rtol)
+    F = whitening(kernel(Y, Y, dtype=np.float64), rtol)
     mean = None
     if gram_mode:
         scalars = replies["scalars"]

@@ -291,7 +291,8 @@ def residual_step(state: WorkerState, P):
     """Keep P; compute each row's squared feature-space distance to span(phi(P))."""
     config = state.config
     kernel = Kernel.from_dict(config["kernel"])
-    return _keep_residuals(state, kernel, P, whitening(kernel(P, P)), config["chunk_size"])
+    return _keep_residuals(state, kernel, P, whitening(kernel(P, P, dtype=np.float64)),
+                           config["chunk_size"])
 
 
 @worker_step
@@ -312,7 +313,7 @@ def ridge_residual_step(state: WorkerState, message):
     kept = getattr(state, "held_landmarks", None)
     S = new_points if kept is None else stack_rows([kept, new_points])
     kernel = Kernel.from_dict(config["kernel"])
-    basis = ridge_whitening(kernel(S, S), float(config["ridge"]))
+    basis = ridge_whitening(kernel(S, S, dtype=np.float64), float(config["ridge"]))
     return _keep_residuals(state, kernel, S, basis, config["chunk_size"])
 
 
@@ -320,14 +321,17 @@ def _keep_residuals(state: WorkerState, kernel: Kernel, P, basis, chunk: int):
     """``state.residual = k(a,a) - ||k(a,P) basis||^2`` (0 for sampled rows); reply (sum, #>0).
 
     The worker keeps P (``state.held_landmarks``): disLR's round sends only the
-    landmarks it does not hold yet.
+    landmarks it does not hold yet. The blocks are in the partition's precision
+    (float32 partitions: float32 blocks and products, the residuals in float64).
     """
     state.held_landmarks = P
     X = state.data
     residual = kernel.diag(X).astype(float)
+    dtype = np.float32 if X.dtype == np.float32 and P.dtype == np.float32 else np.float64
+    basis = basis.astype(dtype, copy=False)
 
     def residual_chunk(start, stop):
-        proj = kernel(_rows(X, start, stop), P) @ basis
+        proj = kernel(_rows(X, start, stop), P, dtype=dtype) @ basis
         residual[start:stop] -= np.einsum("ij,ij->i", proj, proj)
 
     for _ in map_chunks(residual_chunk, X.shape[0], chunk):
