@@ -117,12 +117,16 @@ class Kernel:
         cast = self._caster(X, Y, dtype)
         Y = _distinct_buffer(X, cast(Y))
         y_sq = row_sq_norms(Y) if self.name in ("rbf", "arccos") else None
+        block_of = lambda rows: self._block(cast(rows), Y, y_sq)  # noqa: E731
+        if self.name == "rbf" and not (sp.issparse(X) or sp.issparse(Y)):
+            Y_aug = _rbf_augmented(Y, y_sq, self.gamma)
+            block_of = lambda rows: _rbf_dense_block(cast(rows), Y_aug, self.gamma)  # noqa: E731
         if X.shape[0] <= chunk_size:  # one block: no copy into a second buffer
-            return self._block(cast(X), Y, y_sq)
+            return block_of(X)
         out = None
         for start in range(0, X.shape[0], chunk_size):
             stop = min(start + chunk_size, X.shape[0])
-            block = self._block(cast(X[start:stop]), Y, y_sq)
+            block = block_of(X[start:stop])
             if out is None:
                 out = np.empty((X.shape[0], Y.shape[0]), dtype=block.dtype)
             out[start:stop] = block
@@ -460,6 +464,31 @@ def _distinct_buffer(X, Y):
     if not sp.issparse(Y) and not sp.issparse(X) and np.may_share_memory(X, Y):
         return Y.copy()
     return Y
+
+
+def _rbf_augmented(Y, y_sq, gamma: float) -> np.ndarray:
+    """``[y, -gamma ||y||^2, 1]`` per row of a dense Y (see :func:`_rbf_dense_block`)."""
+    Y_aug = np.empty((Y.shape[0], Y.shape[1] + 2), dtype=_dtype(Y))
+    Y_aug[:, :-2] = Y
+    Y_aug[:, -2] = -gamma * y_sq
+    Y_aug[:, -1] = 1.0
+    return Y_aug
+
+
+def _rbf_dense_block(Xc, Y_aug, gamma: float) -> np.ndarray:
+    """RBF block of dense rows: one GEMM and two passes over the block.
+
+    With ``[2 gamma x, 1, -gamma ||x||^2]`` against ``[y, -gamma ||y||^2, 1]`` the
+    GEMM gives ``-gamma ||x - y||^2`` directly; clipping it at 0 (round-off) and
+    the exponential are the only elementwise passes.
+    """
+    X_aug = np.empty((Xc.shape[0], Y_aug.shape[1]), dtype=Y_aug.dtype)
+    np.multiply(Xc, 2.0 * gamma, out=X_aug[:, :-2], casting="unsafe")
+    X_aug[:, -2] = 1.0
+    X_aug[:, -1] = -gamma * row_sq_norms(Xc)
+    exponent = X_aug @ Y_aug.T
+    np.minimum(exponent, 0.0, out=exponent)
+    return np.exp(exponent, out=exponent)
 
 
 def _same(rows):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
+from scipy.linalg.blas import get_blas_funcs
 
 GRAM_CHUNK = 4096
 
@@ -86,6 +87,40 @@ def ridge_whitening(S: np.ndarray, ridge: float, rtol: float = 1e-10) -> np.ndar
         return whitening(S, rtol)
     w, V = sla.eigh((S + S.T) / 2.0)
     return V / np.sqrt(np.maximum(w, 0.0) + ridge)
+
+
+def ridge_factor(S: np.ndarray, ridge: float) -> np.ndarray | None:
+    """Lower-triangular ``G`` with ``G.T @ G = (S + ridge I)^-1``, or None.
+
+    ``G = L^-1`` for the Cholesky factor ``L`` of ``S + ridge I``: the same
+    residuals as :func:`ridge_whitening` (``||G k||^2 = ||F.T k||^2``) for a
+    tenth of its cost, applied with half the flops of a GEMM
+    (:func:`projected_sq_norms`). None when ``ridge <= 0`` or ``S + ridge I`` is
+    not numerically positive definite (use :func:`ridge_whitening` then).
+    """
+    if not ridge > 0 or not np.isfinite(ridge):
+        return None
+    n = S.shape[0]
+    try:
+        L = sla.cholesky((S + S.T) / 2.0 + ridge * np.eye(n), lower=True)
+    except np.linalg.LinAlgError:
+        return None
+    return sla.solve_triangular(L, np.eye(n), lower=True)
+
+
+def projected_sq_norms(block: np.ndarray, basis: np.ndarray, lower: bool = False) -> np.ndarray:
+    """``||block[i] @ basis||^2`` for every row; ``lower``: ``||basis @ block[i]||^2``.
+
+    With ``lower`` the basis is a lower-triangular ``G`` (:func:`ridge_factor`,
+    Fortran-ordered, in the block's dtype) applied by BLAS's TRMM to
+    ``block.T``, in place of the block (which it overwrites).
+    """
+    if not lower:
+        proj = block @ basis
+        return np.einsum("ij,ij->i", proj, proj)
+    trmm = get_blas_funcs("trmm", (basis, block))
+    proj = trmm(1.0, basis, block.T, side=0, lower=1, overwrite_b=1)
+    return np.einsum("ij,ij->j", proj, proj)
 
 
 def whitening_from_rows(B: np.ndarray, rtol: float = 1e-10) -> np.ndarray:

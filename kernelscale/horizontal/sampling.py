@@ -19,6 +19,8 @@ from kernelscale.kernels import Kernel
 from kernelscale.linalg import (
     gram,
     pack_symmetric,
+    projected_sq_norms,
+    ridge_factor,
     ridge_whitening,
     unique_rows,
     unpack_trapezoidal,
@@ -313,12 +315,20 @@ def ridge_residual_step(state: WorkerState, message):
     kept = getattr(state, "held_landmarks", None)
     S = new_points if kept is None else stack_rows([kept, new_points])
     kernel = Kernel.from_dict(config["kernel"])
-    basis = ridge_whitening(kernel(S, S, dtype=np.float64), float(config["ridge"]))
-    return _keep_residuals(state, kernel, S, basis, config["chunk_size"])
+    K_SS, ridge = kernel(S, S, dtype=np.float64), float(config["ridge"])
+    factor = ridge_factor(K_SS, ridge)
+    if factor is None:
+        return _keep_residuals(state, kernel, S, ridge_whitening(K_SS, ridge),
+                               config["chunk_size"])
+    return _keep_residuals(state, kernel, S, factor, config["chunk_size"], lower=True)
 
 
-def _keep_residuals(state: WorkerState, kernel: Kernel, P, basis, chunk: int):
+def _keep_residuals(state: WorkerState, kernel: Kernel, P, basis, chunk: int,
+                    lower: bool = False):
     """``state.residual = k(a,a) - ||k(a,P) basis||^2`` (0 for sampled rows); reply (sum, #>0).
+
+    ``lower``: ``basis`` is a lower-triangular ``G`` and the residual
+    ``k(a,a) - ||G k(P,a)||^2`` (:func:`~kernelscale.linalg.projected_sq_norms`).
 
     The worker keeps P (``state.held_landmarks``): disLR's round sends only the
     landmarks it does not hold yet. The blocks are in the partition's precision
@@ -328,11 +338,11 @@ def _keep_residuals(state: WorkerState, kernel: Kernel, P, basis, chunk: int):
     X = state.data
     residual = kernel.diag(X).astype(float)
     dtype = np.float32 if X.dtype == np.float32 and P.dtype == np.float32 else np.float64
-    basis = basis.astype(dtype, copy=False)
+    basis = np.asarray(basis, dtype=dtype, order="F" if lower else "K")
 
     def residual_chunk(start, stop):
-        proj = kernel(_rows(X, start, stop), P, dtype=dtype) @ basis
-        residual[start:stop] -= np.einsum("ij,ij->i", proj, proj)
+        block = kernel(_rows(X, start, stop), P, dtype=dtype)
+        residual[start:stop] -= projected_sq_norms(block, basis, lower)
 
     for _ in map_chunks(residual_chunk, X.shape[0], chunk):
         pass
