@@ -10,9 +10,12 @@ float64 data and on the same data in float32 (float32 partitions: float32
 kernel blocks, Gram and residuals summed in float64), each with every
 ``--jobs`` value (``LocalCluster(n_jobs)``). Each fit's rounds are set against
 their arithmetic floor, measured in the same run: the same-shaped GEMMs, RBF
-blocks (the exponentials) and products (k(A,S) B of the ridge residuals, the
-Gram k(Y,A) k(A,Y) of disLR) over the same row chunks of the same partitions,
-timed by themselves on as many threads as the fit had (``round_floor``).
+blocks (a clip and the exponentials) and products (G k(S,A) of the ridge
+residuals, a triangular product; the Gram k(Y,A) k(A,Y) of disLR, a SYRK) over
+the same row chunks of the same partitions, timed by themselves on as many
+threads as the fit had (``round_floor``); rounds without kernel blocks have
+none. The default sampler evaluates no random features (no cosines): the
+paper's sampler (``sampler='paper'``) is not timed here.
 
 Writes ``benchmarks/results/scale/{scale.csv, rounds.csv, summary.md, scale.png}``.
 Memory is tracemalloc's peak during the fit (allocations beyond the data
@@ -39,6 +42,7 @@ from kernelscale.datasets import make_gaussian_mixture, make_sparse_bow
 from kernelscale.horizontal import diskpca, distributed_error
 from kernelscale.horizontal.diskpca import ridge_schedule
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, make_kernel, median_heuristic
+from kernelscale.linalg import projected_sq_norms
 from kernelscale.metrics.lowrank import excess_energy_ratio
 from kernelscale.partition import make_partition, split
 from kernelscale.runtime import LocalCluster
@@ -81,44 +85,49 @@ def fit_diskpca(parts, kernel, n_landmarks, seed=0, n_jobs=None, **options) -> t
     return model, cluster, seconds, peak
 
 
-def rbf_block(rows, S, s_sq, gamma):
-    """exp(-gamma ||x - s||^2) for a chunk of rows: one GEMM and the elementwise work."""
-    inner = rows @ S.T
-    inner *= -2.0
-    inner += np.einsum("ij,ij->i", rows, rows)[:, None]
-    inner += s_sq[None, :]
-    np.maximum(inner, 0.0, out=inner)
-    inner *= -gamma
-    return np.exp(inner, out=inner)
+def rbf_block(rows, S_aug, gamma):
+    """exp(-gamma ||x - s||^2) for a chunk of rows: one GEMM, a clip and the exponentials.
+
+    ``S_aug = [s, -gamma ||s||^2, 1]``, so that ``[2 gamma x, 1, -gamma ||x||^2]``
+    against it is the exponent (the fewest passes over the block).
+    """
+    rows_aug = np.empty((rows.shape[0], S_aug.shape[1]), dtype=S_aug.dtype)
+    np.multiply(rows, 2.0 * gamma, out=rows_aug[:, :-2])
+    rows_aug[:, -2] = 1.0
+    rows_aug[:, -1] = -gamma * np.einsum("ij,ij->i", rows, rows)
+    exponent = rows_aug @ S_aug.T
+    np.minimum(exponent, 0.0, out=exponent)
+    return np.exp(exponent, out=exponent)
 
 
-def residual_chunk(rows, S, s_sq, gamma, basis):
-    """A ridge-residual chunk's arithmetic: the RBF block, its product with the basis."""
-    proj = rbf_block(rows, S, s_sq, gamma) @ basis
-    return np.einsum("ij,ij->i", proj, proj)
+def residual_chunk(rows, S_aug, gamma, factor):
+    """A ridge-residual chunk's arithmetic: the RBF block, G k(S, a) (TRMM), the norms."""
+    return projected_sq_norms(rbf_block(rows, S_aug, gamma), factor, lower=True)
 
 
-def gram_chunk(rows, S, s_sq, gamma, _):
+def gram_chunk(rows, S_aug, gamma, _):
     """A disLR chunk's arithmetic: the RBF block and its Gram (numpy's SYRK)."""
-    block = rbf_block(rows, S, s_sq, gamma)
+    block = rbf_block(rows, S_aug, gamma)
     return block.T @ block
 
 
 def round_floor(parts, gamma, n_points, work, n_jobs, chunk=DEFAULT_CHUNK_SIZE) -> float:
     """Seconds of ``work`` over every row chunk of every partition, on ``n_jobs`` threads.
 
-    ``n_points`` landmarks (the first rows of the data) and a random basis of
-    the partitions' dtype: the values do not change the arithmetic.
+    ``n_points`` landmarks (the first rows of the data) and a random triangular
+    factor of the partitions' dtype: the values do not change the arithmetic.
     """
     dtype = parts[0].dtype
     S = np.vstack([p[:n_points] for p in parts[:n_points]])[:n_points]
-    s_sq = np.einsum("ij,ij->i", S, S)
-    basis = np.random.default_rng(0).standard_normal((n_points, n_points)).astype(dtype)
+    S_aug = np.hstack([S, -gamma * np.einsum("ij,ij->i", S, S)[:, None],
+                       np.ones((n_points, 1))]).astype(dtype)
+    factor = np.tril(np.random.default_rng(0).standard_normal((n_points, n_points)))
+    factor = np.asfortranarray(factor, dtype=dtype)
     tasks = [(p, a, b) for p in parts for a, b in chunk_bounds(p.shape[0], chunk)]
     jobs = effective_n_jobs(n_jobs)
     with one_blas_thread(), ThreadPoolExecutor(jobs) as pool:
         start = time.perf_counter()
-        for _ in pool.map(lambda t: work(t[0][t[1]:t[2]], S, s_sq, gamma, basis), tasks):
+        for _ in pool.map(lambda t: work(t[0][t[1]:t[2]], S_aug, gamma, factor), tasks):
             pass
         return time.perf_counter() - start
 
