@@ -178,9 +178,10 @@ def _mark_sampled_with_copies(state: WorkerState, idx: np.ndarray) -> np.ndarray
     X = state.data
     if getattr(state, "row_hash", None) is None:
         probe = np.random.default_rng(0x5EED).standard_normal(X.shape[1])
-        state.row_hash = np.asarray(X @ probe, dtype=float).ravel()
+        # In the partition's dtype: a float64 probe would copy a float32 partition.
+        state.row_hash = np.asarray(X @ probe.astype(X.dtype), dtype=float).ravel()
     h = state.row_hash
-    candidates = np.flatnonzero(np.isin(h, h[idx]))
+    candidates = np.flatnonzero(_is_in(h, h[idx]))
     state.sampled[idx] = True
     if candidates.size == idx.size == np.unique(h[idx]).size:  # no hash shared: no copies
         return idx
@@ -195,6 +196,18 @@ def _mark_sampled_with_copies(state: WorkerState, idx: np.ndarray) -> np.ndarray
         state.sampled[copies] = True
         taken.update(copies.tolist())
     return np.asarray(keep, dtype=np.intp)
+
+
+def _is_in(values: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """``np.isin(values, targets)`` for a few targets: one binary search per value.
+
+    O(n log k) for n values; ``np.isin`` sorts all n (seconds on millions of rows).
+    """
+    targets = np.unique(targets)
+    if targets.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    pos = np.minimum(np.searchsorted(targets, values), targets.size - 1)
+    return targets[pos] == values
 
 
 def _equal_rows(X, rows: np.ndarray, i: int) -> np.ndarray:
