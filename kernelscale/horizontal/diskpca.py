@@ -171,6 +171,8 @@ def diskpca(
         Precision of the random features behind the embedding E_i, used only
         to estimate leverage scores (sampling probabilities); 'float32' makes
         that stage several times faster. Everything after sampling is float64.
+        (The kernel blocks follow the partitions: float32 partitions give
+        float32 blocks, with the Gram and the residuals summed in float64.)
     sampler : {'ridge', 'paper'}
         How Y is drawn. 'ridge' (default): a uniform pilot P, then two rounds
         that double the landmarks by their ridge residual (:func:`ridge_sample`),
