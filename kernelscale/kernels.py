@@ -101,23 +101,54 @@ class Kernel:
     def is_shift_invariant(self) -> bool:
         return self.name in ("rbf", "laplacian")
 
-    def __call__(self, X, Y, chunk_size: int = DEFAULT_CHUNK_SIZE) -> np.ndarray:
-        """Kernel block ``K[i, j] = k(X[i], Y[j])`` as a dense array."""
+    def __call__(self, X, Y, chunk_size: int = DEFAULT_CHUNK_SIZE, dtype=None) -> np.ndarray:
+        """Kernel block ``K[i, j] = k(X[i], Y[j])`` as a dense array.
+
+        ``dtype`` (float32 or float64) is the precision of the arithmetic and of
+        the block for the kernels with a feature map; by default float32 when
+        both inputs are float32, float64 otherwise.
+        """
         _check_input(self, X)
         _check_input(self, Y)
         if X.shape[1] != Y.shape[1]:
             raise ValueError(
                 f"X has {X.shape[1]} features but Y has {Y.shape[1]}; they must match."
             )
-        Y = _distinct_buffer(X, Y)
+        cast = self._caster(X, Y, dtype)
+        Y = _distinct_buffer(X, cast(Y))
         y_sq = row_sq_norms(Y) if self.name in ("rbf", "arccos") else None
+        block_of = lambda rows: self._block(cast(rows), Y, y_sq)  # noqa: E731
+        if self.name == "rbf" and not (sp.issparse(X) or sp.issparse(Y)):
+            Y_aug = _rbf_augmented(Y, y_sq, self.gamma)
+            block_of = lambda rows: _rbf_dense_block(cast(rows), Y_aug, self.gamma)  # noqa: E731
         if X.shape[0] <= chunk_size:  # one block: no copy into a second buffer
-            return self._block(X, Y, y_sq)
-        out = np.empty((X.shape[0], Y.shape[0]), dtype=np.result_type(_dtype(X), _dtype(Y)))
+            return block_of(X)
+        out = None
         for start in range(0, X.shape[0], chunk_size):
             stop = min(start + chunk_size, X.shape[0])
-            out[start:stop] = self._block(X[start:stop], Y, y_sq)
+            block = block_of(X[start:stop])
+            if out is None:
+                out = np.empty((X.shape[0], Y.shape[0]), dtype=block.dtype)
+            out[start:stop] = block
         return out
+
+    def _caster(self, X, Y, dtype):
+        """The map that puts rows in the working precision (identity for the inputs' own).
+
+        In float32, RBF rows are first shifted by Y's mean (the kernel is
+        shift-invariant): ``||x||^2 + ||y||^2 - 2 <x, y>`` then loses no digits
+        to data far from the origin.
+        """
+        if self.name not in KERNELS:
+            return _same
+        work = np.result_type(_dtype(X), _dtype(Y)) if dtype is None else np.dtype(dtype)
+        if work not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {dtype!r}.")
+        if work == np.float32 and self.name == "rbf" and not (sp.issparse(X)
+                                                              or sp.issparse(Y)):
+            shift = np.asarray(Y, dtype=np.float64).mean(axis=0)
+            return lambda rows: _shifted32(rows, shift)
+        return lambda rows: rows if _dtype(rows) == work else rows.astype(work)
 
     def diag(self, X) -> np.ndarray:
         """The diagonal ``k(x_i, x_i)`` without forming any block."""
@@ -433,6 +464,39 @@ def _distinct_buffer(X, Y):
     if not sp.issparse(Y) and not sp.issparse(X) and np.may_share_memory(X, Y):
         return Y.copy()
     return Y
+
+
+def _rbf_augmented(Y, y_sq, gamma: float) -> np.ndarray:
+    """``[y, -gamma ||y||^2, 1]`` per row of a dense Y (see :func:`_rbf_dense_block`)."""
+    Y_aug = np.empty((Y.shape[0], Y.shape[1] + 2), dtype=_dtype(Y))
+    Y_aug[:, :-2] = Y
+    Y_aug[:, -2] = -gamma * y_sq
+    Y_aug[:, -1] = 1.0
+    return Y_aug
+
+
+def _rbf_dense_block(Xc, Y_aug, gamma: float) -> np.ndarray:
+    """RBF block of dense rows: one GEMM and two passes over the block.
+
+    With ``[2 gamma x, 1, -gamma ||x||^2]`` against ``[y, -gamma ||y||^2, 1]`` the
+    GEMM gives ``-gamma ||x - y||^2`` directly; clipping it at 0 (round-off) and
+    the exponential are the only elementwise passes.
+    """
+    X_aug = np.empty((Xc.shape[0], Y_aug.shape[1]), dtype=Y_aug.dtype)
+    np.multiply(Xc, 2.0 * gamma, out=X_aug[:, :-2], casting="unsafe")
+    X_aug[:, -2] = 1.0
+    X_aug[:, -1] = -gamma * row_sq_norms(Xc)
+    exponent = X_aug @ Y_aug.T
+    np.minimum(exponent, 0.0, out=exponent)
+    return np.exp(exponent, out=exponent)
+
+
+def _same(rows):
+    return rows
+
+
+def _shifted32(rows, shift: np.ndarray) -> np.ndarray:
+    return (rows - shift).astype(np.float32)
 
 
 def _dense(M) -> np.ndarray:

@@ -103,6 +103,21 @@ def test_csr_equals_dense(kernel):
     np.testing.assert_allclose(kernel.diag(X), kernel.diag(X.toarray()), rtol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["rbf", "poly", "linear"])
+def test_float32_blocks_match_float64(name):
+    """dtype=float32 (or float32 input) computes in float32; RBF loses no digits to an offset."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 6)) + 100.0  # far from the origin
+    Y = X[:40] + 0.1 * rng.standard_normal((40, 6))
+    kernel = make_kernel(name, gamma=0.1 if name == "rbf" else 1e-4)
+    exact = kernel(X, Y)
+    for block in (kernel(X, Y, dtype=np.float32, chunk_size=64),
+                  kernel(X.astype(np.float32), Y.astype(np.float32))):
+        assert block.dtype == np.float32
+        np.testing.assert_allclose(block, exact, rtol=1e-5, atol=1e-5 * np.abs(exact).max())
+    assert kernel(X.astype(np.float32), Y, dtype=np.float64).dtype == np.float64
+
+
 def test_laplacian_rejects_csr():
     kernel = make_kernel("laplacian", gamma=1.0)
     X = sp.random(5, 3, density=0.5, format="csr", random_state=0)

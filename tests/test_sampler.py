@@ -11,7 +11,13 @@ from kernelscale.horizontal import diskpca, uniform_dislr
 from kernelscale.horizontal.diskpca import pilot_ridge, ridge_schedule
 from kernelscale.horizontal.sampling import residual_step, ridge_residual_step
 from kernelscale.kernels import make_kernel, median_heuristic
-from kernelscale.linalg import ridge_whitening, unique_rows, whitening
+from kernelscale.linalg import (
+    projected_sq_norms,
+    ridge_factor,
+    ridge_whitening,
+    unique_rows,
+    whitening,
+)
 from kernelscale.metrics.lowrank import exact_kpca_reference, excess_energy_ratio, lowrank_error
 from kernelscale.partition import make_partition, split
 from kernelscale.runtime import DOWN, UP, LocalCluster, Tagged, WorkerState
@@ -180,6 +186,23 @@ def test_ridge_whitening(seed):
     np.testing.assert_array_equal(ridge_whitening(S, 0.0), whitening(S))
     with pytest.raises(ValueError, match="ridge must be finite and >= 0"):
         ridge_whitening(S, -1.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_ridge_factor_gives_ridge_whitening_residuals(seed, dtype):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((8, 3))
+    S = A @ A.T.copy()  # rank 3: singular
+    G = ridge_factor(S, 0.5)
+    np.testing.assert_array_equal(np.triu(G, 1), 0.0)
+    np.testing.assert_allclose(G.T @ G, np.linalg.inv(S + 0.5 * np.eye(8)), atol=1e-10)
+    block = rng.standard_normal((20, 8))
+    expected = projected_sq_norms(block, ridge_whitening(S, 0.5))
+    got = projected_sq_norms(block.astype(dtype), np.asfortranarray(G, dtype=dtype), lower=True)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, expected, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    assert ridge_factor(S, 0.0) is None
 
 
 def test_ridge_residual_interpolates_adaptive_and_diagonal_sampling():

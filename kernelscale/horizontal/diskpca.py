@@ -66,6 +66,7 @@ from kernelscale.runtime import (
     validate_cluster,
     worker_seeds,
 )
+from kernelscale.runtime.cluster import one_blas_thread
 
 MESSAGES = ("gram", "sketch")
 SAMPLERS = ("ridge", "paper")
@@ -171,6 +172,8 @@ def diskpca(
         Precision of the random features behind the embedding E_i, used only
         to estimate leverage scores (sampling probabilities); 'float32' makes
         that stage several times faster. Everything after sampling is float64.
+        (The kernel blocks follow the partitions: float32 partitions give
+        float32 blocks, with the Gram and the residuals summed in float64.)
     sampler : {'ridge', 'paper'}
         How Y is drawn. 'ridge' (default): a uniform pilot P, then two rounds
         that double the landmarks by their ridge residual (:func:`ridge_sample`),
@@ -255,11 +258,12 @@ def pilot_ridge(kernel: Kernel, P, n_components: int, center: bool) -> float:
     ``mu = (1/k) sum_{i>k} lambda_i(K_PP)``: the tail of the pilot's own kernel
     matrix (centred when the fit is). No word is needed to estimate it.
     """
-    K = kernel(P, P)
+    K = kernel(P, P, dtype=np.float64)
     if center:
         mean = K.mean(axis=0)
         K = K - mean[None, :] - mean[:, None] + mean.mean()
-    w = np.maximum(np.linalg.eigvalsh((K + K.T) / 2.0), 0.0)[::-1]
+    with one_blas_thread():  # small dense algebra: a second BLAS thread only waits
+        w = np.maximum(np.linalg.eigvalsh((K + K.T) / 2.0), 0.0)[::-1]
     return float(w[n_components:].sum() / n_components)
 
 

@@ -46,6 +46,7 @@ from kernelscale.linalg import (
 from kernelscale.model import KernelPCAModel
 from kernelscale.runtime import Cluster, Tagged, WorkerState
 from kernelscale.runtime.chunks import map_chunks
+from kernelscale.runtime.cluster import one_blas_thread
 from kernelscale.runtime.steps import worker_step
 from kernelscale.sketches import make_sketch
 
@@ -164,8 +165,21 @@ def dislr(cluster: Cluster, Y, new_points, kernel: Kernel, n_components: int, n_
     # the row sums and of the traces.
     replies = cluster.scatter_map(projection_step, args, round=name, reply_kind="sketch",
                                   reduce="sum" if gram_mode else None)
+    with one_blas_thread():  # small dense algebra: a second BLAS thread only waits
+        coef, eigenvalues, mean, trace = _components(replies, Y, kernel, n_components,
+                                                     n_samples, gram_mode, center, rtol)
+    cluster.broadcast_map(store_model_step, coef, mean, round=f"{round_prefix}: components",
+                          kind="model", reply_kind="model")
+    return KernelPCAModel(kernel=kernel, landmarks=Y, coef=coef, eigenvalues=eigenvalues,
+                          center=mean, trace=trace)
+
+
+def _components(replies, Y, kernel: Kernel, n_components: int, n_samples: int,
+                gram_mode: bool, center: bool, rtol: float):
+    """The master's side of disLR: ``(C = F W, eigenvalues, mean or None, trace)``."""
+    n_y = Y.shape[0]
     # Master: Q = phi(Y) F is an orthonormal basis of span(phi(Y)).
-    F = whitening(kernel(Y, Y), rtol)
+    F = whitening(kernel(Y, Y, dtype=np.float64), rtol)
     mean = None
     if gram_mode:
         scalars = replies["scalars"]
@@ -197,8 +211,6 @@ def dislr(cluster: Cluster, Y, new_points, kernel: Kernel, n_components: int, n_
                 block = block - np.outer(mean, column_sums)
             blocks.append(F.T @ block)
         eigenvalues, W = top_left_singular(np.hstack(blocks), n_components)
-    coef, eigenvalues = cap_at_rank(F @ W, eigenvalues, n_components, "span(phi(Y))")
-    cluster.broadcast_map(store_model_step, coef, mean, round=f"{round_prefix}: components",
-                          kind="model", reply_kind="model")
-    return KernelPCAModel(kernel=kernel, landmarks=Y, coef=coef, eigenvalues=eigenvalues,
-                          center=mean, trace=trace)
+    coef, eigenvalues = cap_at_rank(F @ W, eigenvalues, n_components, "span(phi(Y))",
+                                    stacklevel=4)
+    return coef, eigenvalues, mean, trace

@@ -19,6 +19,8 @@ from kernelscale.kernels import Kernel
 from kernelscale.linalg import (
     gram,
     pack_symmetric,
+    projected_sq_norms,
+    ridge_factor,
     ridge_whitening,
     unique_rows,
     unpack_trapezoidal,
@@ -180,9 +182,10 @@ def _mark_sampled_with_copies(state: WorkerState, idx: np.ndarray) -> np.ndarray
     X = state.data
     if getattr(state, "row_hash", None) is None:
         probe = np.random.default_rng(0x5EED).standard_normal(X.shape[1])
-        state.row_hash = np.asarray(X @ probe, dtype=float).ravel()
+        # In the partition's dtype: a float64 probe would copy a float32 partition.
+        state.row_hash = np.asarray(X @ probe.astype(X.dtype), dtype=float).ravel()
     h = state.row_hash
-    candidates = np.flatnonzero(np.isin(h, h[idx]))
+    candidates = np.flatnonzero(_is_in(h, h[idx]))
     state.sampled[idx] = True
     if candidates.size == idx.size == np.unique(h[idx]).size:  # no hash shared: no copies
         return idx
@@ -197,6 +200,18 @@ def _mark_sampled_with_copies(state: WorkerState, idx: np.ndarray) -> np.ndarray
         state.sampled[copies] = True
         taken.update(copies.tolist())
     return np.asarray(keep, dtype=np.intp)
+
+
+def _is_in(values: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """``np.isin(values, targets)`` for a few targets: one binary search per value.
+
+    O(n log k) for n values; ``np.isin`` sorts all n (seconds on millions of rows).
+    """
+    targets = np.unique(targets)
+    if targets.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    pos = np.minimum(np.searchsorted(targets, values), targets.size - 1)
+    return targets[pos] == values
 
 
 def _equal_rows(X, rows: np.ndarray, i: int) -> np.ndarray:
@@ -295,7 +310,8 @@ def residual_step(state: WorkerState, P):
     """Keep P; compute each row's squared feature-space distance to span(phi(P))."""
     config = state.config
     kernel = Kernel.from_dict(config["kernel"])
-    return _keep_residuals(state, kernel, P, whitening(kernel(P, P)), config["chunk_size"])
+    return _keep_residuals(state, kernel, P, whitening(kernel(P, P, dtype=np.float64)),
+                           config["chunk_size"])
 
 
 @worker_step
@@ -316,23 +332,34 @@ def ridge_residual_step(state: WorkerState, message):
     kept = getattr(state, "held_landmarks", None)
     S = new_points if kept is None else stack_rows([kept, new_points])
     kernel = Kernel.from_dict(config["kernel"])
-    basis = ridge_whitening(kernel(S, S), float(config["ridge"]))
-    return _keep_residuals(state, kernel, S, basis, config["chunk_size"])
+    K_SS, ridge = kernel(S, S, dtype=np.float64), float(config["ridge"])
+    factor = ridge_factor(K_SS, ridge)
+    if factor is None:
+        return _keep_residuals(state, kernel, S, ridge_whitening(K_SS, ridge),
+                               config["chunk_size"])
+    return _keep_residuals(state, kernel, S, factor, config["chunk_size"], lower=True)
 
 
-def _keep_residuals(state: WorkerState, kernel: Kernel, P, basis, chunk: int):
+def _keep_residuals(state: WorkerState, kernel: Kernel, P, basis, chunk: int,
+                    lower: bool = False):
     """``state.residual = k(a,a) - ||k(a,P) basis||^2`` (0 for sampled rows); reply (sum, #>0).
 
+    ``lower``: ``basis`` is a lower-triangular ``G`` and the residual
+    ``k(a,a) - ||G k(P,a)||^2`` (:func:`~kernelscale.linalg.projected_sq_norms`).
+
     The worker keeps P (``state.held_landmarks``): disLR's round sends only the
-    landmarks it does not hold yet.
+    landmarks it does not hold yet. The blocks are in the partition's precision
+    (float32 partitions: float32 blocks and products, the residuals in float64).
     """
     state.held_landmarks = P
     X = state.data
     residual = kernel.diag(X).astype(float)
+    dtype = np.float32 if X.dtype == np.float32 and P.dtype == np.float32 else np.float64
+    basis = np.asarray(basis, dtype=dtype, order="F" if lower else "K")
 
     def residual_chunk(start, stop):
-        proj = kernel(_rows(X, start, stop), P) @ basis
-        residual[start:stop] -= np.einsum("ij,ij->i", proj, proj)
+        block = kernel(_rows(X, start, stop), P, dtype=dtype)
+        residual[start:stop] -= projected_sq_norms(block, basis, lower)
 
     for _ in map_chunks(residual_chunk, X.shape[0], chunk):
         pass
