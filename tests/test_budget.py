@@ -214,3 +214,11 @@ def test_a_budget_refuses_secure_sums_it_cannot_forecast():
     with pytest.raises(ValueError, match="SecAgg"):
         est.fit(None)
     assert cluster.ledger.total_words("fit") == 0
+
+
+def test_a_plan_without_a_method_to_size_says_why():
+    with pytest.raises(ValueError, match="'exact' takes at most 20,000 samples"):
+        plan_budget(10**6, [30_000], 5, 3, methods=["exact"])
+    with pytest.raises(ValueError, match="random feature map"):
+        plan_budget(10**6, [300], 5, 3, kernel="linear", has_feature_map=False,
+                    methods=["diskpca"])

@@ -147,6 +147,10 @@ def plan_budget(max_words: int, n_rows: Sequence[int], n_features: int,
     n = sum(int(r) for r in n_rows)
     if n > EXACT_REFERENCE_MAX_SAMPLES and "exact" in allowed:
         allowed.remove("exact")
+    if not allowed:
+        raise ValueError(f"No method to plan among {list(methods or [])}: 'exact' takes at "
+                         f"most {EXACT_REFERENCE_MAX_SAMPLES:,} samples, and 'diskpca' and "
+                         "'random_features' need a kernel with a random feature map.")
     common = dict(kernel=kernel, center=center, **options)
     candidates = {m: largest_within(m, max_words, n_rows, n_features, n_components, **common)
                   for m in allowed}
