@@ -115,10 +115,18 @@ def test_cached_reference_and_exact_row_without_refit(tmp_path, monkeypatch):
                  dataset=partial(make_gaussian_mixture, 240, 5, random_state=1))
     assert runner.load_reference(other, other.load_data(), kernel)[1] == "computed"
     monkeypatch.setattr(runner, "DENSE_EIGH_MAX", 100)  # 240 rows: not refitted
-    (row,) = read_results(run_experiment(cached, tmp_path / "out", quiet=True))
-    assert row["error"] == pytest.approx(computed["opt"]) and math.isnan(row["seconds"])
+    batch = word_methods()[4]
+    cached = tiny(methods=(*exp.methods, batch), seeds=(0,), reference=False,
+                  reference_cache=str(tmp_path / "ref"), word_budgets=(10**7,))
+    row, every = read_results(run_experiment(cached, tmp_path / "out", quiet=True))
     n_rows = [len(i) for i in make_partition(240, 3, random_state=0)]
+    assert row["error"] == pytest.approx(computed["opt"]) and math.isnan(row["seconds"])
     assert row["fit_words"] == forecast_words("exact", n_rows, 5, 3, kernel=kernel).words
+    # uniform + batch of all 240 points is exact KPCA: its own words, the optimum
+    assert every["method"] == batch.label and every["n_landmarks"] == 240
+    assert every["error"] == pytest.approx(computed["opt"])
+    assert every["fit_words"] == forecast_words("uniform_batch", n_rows, 5, 3, 240,
+                                                kernel=kernel).words
 
 
 def test_downstream_kmeans_counts_its_words_and_scores_the_labels(tmp_path):

@@ -144,7 +144,7 @@ def plot_results(csv_path, out_dir=None, title: str | None = None) -> list[Path]
     ax.set_xlabel("fit words, both directions" + (" (PCA + k-means)"
                                                     if words == "total_words" else ""))
     ax.set_ylabel(ylabel)
-    ax.set_title(f"{title}: {measure} vs words (s={max_workers})", fontsize=9)
+    ax.set_title(f"{title}: {ylabel.split(' (')[0]} vs words (s={max_workers})", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     paths.append(out_dir / "error_vs_communication.png")

@@ -12,7 +12,8 @@ With ``word_budgets`` the budgeted methods are sized per (workers, seed) to
 the largest |Y| within each fit-word budget (:mod:`kernelscale.bench.sweep`;
 column ``max_words``) and run with ``redraw=False``. Exact KPCA on more than
 :data:`DENSE_EIGH_MAX` rows is not rerun when the optimum is known: its row
-holds the forecast words and ``error = opt`` (``seconds`` empty). With
+holds the forecast words and ``error = opt`` (``seconds`` empty); so is
+uniform + batch when its |Y| is all n points (then exact KPCA). With
 ``downstream='kmeans'`` each fit is followed by distributed k-means on the
 workers' k-dimensional projections (phase ``kmeans``; paper 001, Figure 8).
 """
@@ -32,12 +33,14 @@ import scipy.sparse as sp
 
 from kernelscale import horizontal
 from kernelscale.bench.spec import Experiment, Method
-from kernelscale.bench.sweep import data_options, exact_words, size_method
+from kernelscale.bench.sweep import data_options, size_method
+from kernelscale.horizontal.forecast import forecast_words
 from kernelscale.kernels import Kernel, make_kernel, median_heuristic
 from kernelscale.metrics.lowrank import excess_energy_ratio
 from kernelscale.partition import make_partition, split
 from kernelscale.progress import progress_bar
 from kernelscale.runtime import LocalCluster
+from kernelscale.runtime.ledger import UP
 
 COLUMNS = ("experiment", "method", "messages", "budget", "max_words", "n_landmarks", "seed",
            "n_workers", "n_samples", "n_features", "fit_words", "upload_words", "seconds",
@@ -262,19 +265,37 @@ def downstream_kmeans(cluster, model, exp: Experiment, seed, error: float, label
             "objective": (error + cost) / n, "nmi": nmi}
 
 
-def exact_from_reference(exp: Experiment, X, parts, kernel, seed, reference) -> dict:
-    """Exact KPCA's row without refitting it: forecast words, ``error = opt``."""
+def exact_from_reference(exp: Experiment, X, parts, kernel, seed, reference,
+                         method: Method | None = None, max_words=None) -> dict:
+    """Exact KPCA's row without refitting it: forecast words, ``error = opt``.
+
+    With ``method`` uniform + batch at |Y| = n (every point sampled: exact KPCA
+    with the same messages), its row, labelled as the method.
+    """
     n_rows = [p.shape[0] for p in parts]
-    words = exact_words(n_rows, X.shape[1], exp.n_components, kernel=kernel, center=exp.center,
-                        **data_options(X))
-    return {"experiment": exp.name, "method": EXACT_LABEL, "messages": "", "budget": "",
-            "max_words": "", "n_landmarks": X.shape[0], "seed": seed, "n_workers": len(parts),
-            "n_samples": X.shape[0], "n_features": X.shape[1], "fit_words": words,
-            "upload_words": _data_words(X), "error": reference["opt"],
-            "trace": reference["trace"], **_ratios(reference["opt"], reference)}
+    function = method.function if method is not None else "exact"
+    words = forecast_words(function, n_rows, X.shape[1], exp.n_components,
+                           n_landmarks=X.shape[0], kernel=kernel, center=exp.center,
+                           **data_options(X))
+    return {"experiment": exp.name, "method": method.label if method else EXACT_LABEL,
+            "messages": "", "budget": X.shape[0] if method else "",
+            "max_words": max_words or "", "n_landmarks": X.shape[0], "seed": seed,
+            "n_workers": len(parts), "n_samples": X.shape[0], "n_features": X.shape[1],
+            "fit_words": words.words,
+            "upload_words": sum(m.words for m in words.messages if m.direction == UP),
+            "error": reference["opt"], "trace": reference["trace"],
+            **_ratios(reference["opt"], reference)}
 
 
 EXACT_LABEL = "exact KPCA (the optimum; words forecast)"
+
+
+def _from_reference(method: Method, exp: Experiment, X, budget, reference) -> bool:
+    """Whether a run is exact KPCA (or uniform + batch of all n points) too large to refit."""
+    every_point = method.function == "exact" or (method.function == "uniform_batch"
+                                                 and budget is not None and budget >= X.shape[0])
+    return bool(every_point and reference and not exp.downstream
+                and X.shape[0] > DENSE_EIGH_MAX)
 
 
 def _plan(exp: Experiment, X=None, kernel=None) -> list[tuple]:
@@ -366,9 +387,10 @@ def _run_experiment(exp: Experiment, out_dir, quiet: bool, blas_threads) -> Path
                 parts_key, parts = (n_workers, seed), split(X, idx)
                 labels = None if y is None else np.asarray(y)[np.concatenate(idx)]
             bar.set_postfix_str(f"{method.label} |Y|={budget or '-'} seed={seed} s={n_workers}")
-            if (method.function == "exact" and reference and not exp.downstream
-                    and X.shape[0] > DENSE_EIGH_MAX):
-                row = exact_from_reference(exp, X, parts, kernel, seed, reference)
+            if _from_reference(method, exp, X, budget, reference):
+                row = exact_from_reference(exp, X, parts, kernel, seed, reference,
+                                           None if method.function == "exact" else method,
+                                           max_words)
             else:
                 row = run_one(method, exp, X, parts, kernel, budget, seed, reference,
                               max_words, labels)

@@ -1,0 +1,69 @@
+"""Paper 001's experiments at a glance: every method's best error within a few word budgets.
+
+Run after ``kernelscale bench NAME`` for the experiments of
+:mod:`kernelscale.bench.experiments`: ``python benchmarks/diskpca_words.py`` reads
+``benchmarks/results/diskpca_*/results.csv`` and writes
+``benchmarks/results/diskpca_words.md``, one row per experiment and method, the best
+mean excess (err - opt) / (trace - opt) where the optimum is known, the raw error
+otherwise, the k-means objective for Figure 8, within each budget B.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from kernelscale.bench.experiments import EXPERIMENTS
+from kernelscale.bench.plot import best_within, read_results
+
+RESULTS = Path(__file__).parent / "results"
+BUDGETS = (31_623, 100_000, 1_000_000)
+SHORT = {"diskpca ridge (gram)": "ridge", "diskpca paper (gram)": "paper gram",
+         "diskpca paper (sketch)": "paper sketch", "uniform + disLR": "unif+disLR",
+         "uniform + batch": "unif+batch"}
+
+
+def cell(best: dict, budget) -> str:
+    if budget not in best:
+        return "-"
+    mean, std = best[budget][:2]
+    return f"{mean:.3g} ± {std:.2g}" if not math.isnan(std) else f"{mean:.3g}"
+
+
+def table(name: str, rows: list[dict], budgets) -> list[str]:
+    downstream = any(not math.isnan(r["objective"]) for r in rows)
+    measure = ("objective" if downstream else
+               "excess" if any(not math.isnan(r["excess"]) for r in rows) else "error")
+    best = best_within(rows, budgets, measure)
+    out = []
+    for label in SHORT:
+        if label in best:
+            out.append(f"| {name} | {measure} | {SHORT[label]} | "
+                       + " | ".join(cell(best[label], b) for b in budgets) + " |")
+    return out
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS))
+    args = parser.parse_args(argv)
+    lines = ["# Paper 001 at equal words: best mean within B fit words", "",
+             "Produced by `python benchmarks/diskpca_words.py` from the results of "
+             "`kernelscale bench NAME`. Each cell: a method's lowest mean (± std over seeds) "
+             "over its points whose mean words (fit; fit + k-means for Figure 8) are at most "
+             "B; '-': it reaches no point within B.", "",
+             "| experiment | measure | method | "
+             + " | ".join(f"B = {b:,}" for b in args.budgets) + " |",
+             "|---|---|---|" + "---|" * len(args.budgets)]
+    for name, exp in EXPERIMENTS.items():
+        path = RESULTS / name / "results.csv"
+        if exp.word_budgets and path.exists():
+            lines += table(name, read_results(path), args.budgets)
+    out = RESULTS / "diskpca_words.md"
+    out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
