@@ -44,10 +44,41 @@ def table(name: str, rows: list[dict], budgets) -> list[str]:
     return out
 
 
+def _short(value: float) -> str:
+    """Two significant digits; 0 for the exact optimum (|excess| < 1e-10)."""
+    return "0" if abs(value) < 1e-10 else f"{value:.2g}"
+
+
+def compact(names, budgets=(100_000, 1_000_000)) -> list[str]:
+    """README table: one row per experiment, a 'B1 / B2' cell per method (3 digits)."""
+    lines = ["| experiment | measure | " + " | ".join(SHORT.values()) + " |",
+             "|---|---|" + "---|" * len(SHORT)]
+    for name in names:
+        path = RESULTS / name / "results.csv"
+        if not path.exists():
+            continue
+        rows = read_results(path)
+        downstream = any(not math.isnan(r["objective"]) for r in rows)
+        measure = ("objective" if downstream else
+                   "excess" if any(not math.isnan(r["excess"]) for r in rows) else "error")
+        best = best_within(rows, budgets, measure)
+        cells = [" / ".join(_short(best[m][b][0]) if b in best.get(m, {}) else "-"
+                            for b in budgets) for m in SHORT]
+        lines.append(f"| {name.removeprefix('diskpca_')} | {measure} | "
+                     + " | ".join(cells) + " |")
+    return lines
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS))
+    parser.add_argument("--compact", action="store_true",
+                        help="print the README's table (best at the budgets) and stop")
     args = parser.parse_args(argv)
+    if args.compact:
+        print("\n".join(compact([n for n, e in EXPERIMENTS.items() if e.word_budgets],
+                                 tuple(args.budgets))))
+        return
     lines = ["# Paper 001 at equal words: best mean within B fit words", "",
              "Produced by `python benchmarks/diskpca_words.py` from the results of "
              "`kernelscale bench NAME`. Each cell: a method's lowest mean (± std over seeds) "
