@@ -1,10 +1,15 @@
 """Figures and summary tables from a results CSV (the paper's Figures 2-7).
 
-* ``error_vs_communication.png``: error (``err/opt`` where the optimum is known)
-  against fit words, mean and standard deviation over seeds, one line per method.
+* ``error_vs_communication.png``: error (``err/opt`` where the optimum is known;
+  the k-means objective for a downstream k-means) against fit words (PCA +
+  k-means words downstream), mean and standard deviation over seeds, one line
+  per method, one point per word budget B (per |Y| without word budgets).
+* ``nmi_vs_words.png`` (downstream k-means with labels): NMI against words.
 * ``time.png``: fit seconds against the budget, or against the number of
   workers when the experiment sweeps it (Figure 7).
-* ``summary.md``: one row per (method, budget, workers), means over seeds.
+* ``summary.md``: one row per (method, budget, workers), means over seeds, and
+  in a word sweep each method's best mean error within each B
+  (:func:`best_within`).
 
 The figures need matplotlib (the optional ``plot`` extra); the summary does not.
 """
