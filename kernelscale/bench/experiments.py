@@ -102,7 +102,8 @@ def _kmeans(dataset: str, which: str) -> Experiment:
 def _large(name, dataset, kernel, description, n_quick_dataset, **extra):
     return Experiment(
         name=name, dataset=dataset, kernel=kernel, methods=word_methods(**LARGE),
-        word_budgets=WORD_BUDGETS, seeds=(0, 1, 2), workers=(50,), description=description,
+        word_budgets=WORD_BUDGETS, seeds=(0, 1, 2, 3, 4), workers=(50,),
+        description=description,
         quick={"word_budgets": WORD_BUDGETS[2:4], "seeds": (0,), "dataset": n_quick_dataset},
         **extra)
 
