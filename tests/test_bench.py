@@ -117,12 +117,17 @@ def test_plot_step(tmp_path):
 
 
 def test_registry_and_quick_versions():
-    assert {"diskpca_digits_rbf", "diskpca_gmm_rbf", "diskpca_bow_poly",
+    assert {"diskpca_digits_rbf", "diskpca_gmm_rbf", "diskpca_bow_poly", "diskpca_letter_poly",
+            "diskpca_spam_arccos", "diskpca_kmeans_satellite_rbf",
             "diskpca_workers"} <= set(EXPERIMENTS)
     for name, exp in EXPERIMENTS.items():
         assert exp.name == name
         quick = get_experiment(name, quick=True)
-        assert len(quick.seeds) * len(quick.budgets) <= len(exp.seeds) * len(exp.budgets)
+        if exp.word_budgets:
+            assert 0 < len(quick.word_budgets) <= len(exp.word_budgets)
+            assert len(quick.seeds) <= len(exp.seeds)
+        else:
+            assert len(quick.seeds) * len(quick.budgets) <= len(exp.seeds) * len(exp.budgets)
     with pytest.raises(ValueError, match="Unknown experiment"):
         get_experiment("nope")
     with pytest.raises(ValueError, match="Unknown method"):

@@ -1,10 +1,15 @@
 """Figures and summary tables from a results CSV (the paper's Figures 2-7).
 
-* ``error_vs_communication.png``: error (``err/opt`` where the optimum is known)
-  against fit words, mean and standard deviation over seeds, one line per method.
+* ``error_vs_communication.png``: error (``err/opt`` where the optimum is known;
+  the k-means objective for a downstream k-means) against fit words (PCA +
+  k-means words downstream), mean and standard deviation over seeds, one line
+  per method, one point per word budget B (per |Y| without word budgets).
+* ``nmi_vs_words.png`` (downstream k-means with labels): NMI against words.
 * ``time.png``: fit seconds against the budget, or against the number of
   workers when the experiment sweeps it (Figure 7).
-* ``summary.md``: one row per (method, budget, workers), means over seeds.
+* ``summary.md``: one row per (method, budget, workers), means over seeds, and
+  in a word sweep each method's best mean error within each B
+  (:func:`best_within`).
 
 The figures need matplotlib (the optional ``plot`` extra); the summary does not.
 """
@@ -20,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 NUMERIC = ("fit_words", "upload_words", "seconds", "parallel_seconds", "peak_mib", "error",
-           "trace", "opt", "ratio", "excess", "n_landmarks")
+           "trace", "opt", "ratio", "excess", "n_landmarks", "kmeans_words", "total_words",
+           "objective", "nmi")
 
 
 def read_results(path) -> list[dict]:
@@ -63,10 +69,56 @@ def _import_pyplot():
 
 
 def error_measure(rows) -> tuple[str, str]:
-    """``('ratio', 'err / opt')`` when the optimum is known, else the raw error."""
+    """``('ratio', 'err / opt')`` when the optimum is known, else the raw error.
+
+    A downstream k-means experiment: its feature-space objective.
+    """
+    if is_downstream(rows):
+        return "objective", "k-means objective (feature space, mean per point)"
     if any(not math.isnan(r["ratio"]) for r in rows):
         return "ratio", "low-rank error / optimum"
     return "error", "low-rank approximation error"
+
+
+def is_downstream(rows) -> bool:
+    """Whether the rows hold a downstream k-means (columns ``objective``, ``total_words``)."""
+    return any(not math.isnan(r.get("objective", math.nan)) for r in rows)
+
+
+def words_key(rows) -> str:
+    """The x axis: ``total_words`` (fit + k-means) downstream, else ``fit_words``."""
+    return "total_words" if is_downstream(rows) else "fit_words"
+
+
+def sweep_key(rows) -> str:
+    """What a curve's points are grouped by: ``max_words`` in a word sweep, else ``budget``."""
+    return "max_words" if any(r.get("max_words") for r in rows) else "budget"
+
+
+def best_within(rows, budgets, measure: str) -> dict:
+    """``{method: {B: (mean, std, |Y|, words)}}``: each method's best mean ``measure``
+    over its points (means over seeds) whose mean words are at most B.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Rows of :func:`read_results` (one worker count).
+    budgets : sequence of float
+    measure : str
+        Column to minimise (``'excess'``, ``'error'``, ``'objective'``).
+    """
+    words, key = words_key(rows), sweep_key(rows)
+    out: dict = {}
+    for (label,), method_rows in group(rows, ("method",)).items():
+        points = [(_stats(g, words)[0], *_stats(g, measure), _stats(g, "n_landmarks")[0])
+                  for g in group(method_rows, (key,)).values()]
+        out[label] = {}
+        for budget in budgets:
+            inside = [p for p in points if p[0] <= budget and not math.isnan(p[1])]
+            if inside:
+                w, mean, std, size = min(inside, key=lambda p: p[1])
+                out[label][budget] = (mean, std, size, w)
+    return out
 
 
 def plot_results(csv_path, out_dir=None, title: str | None = None) -> list[Path]:
@@ -80,10 +132,11 @@ def plot_results(csv_path, out_dir=None, title: str | None = None) -> list[Path]
     paths = []
     max_workers = max(int(r["n_workers"]) for r in rows)
     fig, ax = plt.subplots(figsize=(6, 4.2))
+    words, key = words_key(rows), sweep_key(rows)
     for label, method_rows in group([r for r in rows if int(r["n_workers"]) == max_workers],
                                     ("method",)).items():
-        points = [(_stats(g, "fit_words"), _stats(g, measure))
-                  for g in group(method_rows, ("budget",)).values()]
+        points = [(_stats(g, words), _stats(g, measure))
+                  for g in group(method_rows, (key,)).values()]
         points.sort(key=lambda p: p[0][0])
         x = [p[0][0] for p in points]
         y = np.array([p[1][0] for p in points])
@@ -93,14 +146,17 @@ def plot_results(csv_path, out_dir=None, title: str | None = None) -> list[Path]
     values = [r[measure] for r in rows if r[measure] > 0]
     if values and max(values) / min(values) > 20:
         ax.set_yscale("log")
-    ax.set_xlabel("communication (words, both directions)")
+    ax.set_xlabel("fit words, both directions" + (" (PCA + k-means)"
+                                                    if words == "total_words" else ""))
     ax.set_ylabel(ylabel)
-    ax.set_title(f"{title}: error vs communication (s={max_workers})")
+    ax.set_title(f"{title}: {ylabel.split(' (')[0]} vs words (s={max_workers})", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     paths.append(out_dir / "error_vs_communication.png")
     fig.savefig(paths[-1], dpi=120)
     plt.close(fig)
+    if words == "total_words" and any(not math.isnan(r["nmi"]) for r in rows):
+        paths.append(_plot_nmi(plt, rows, out_dir, title))
 
     workers = sorted({int(r["n_workers"]) for r in rows})
     fig, ax = plt.subplots(figsize=(6, 4.2))
@@ -123,13 +179,14 @@ def plot_results(csv_path, out_dir=None, title: str | None = None) -> list[Path]
         ax.set_title(f"{title}: runtime vs workers")
     else:
         for label, method_rows in group(rows, ("method",)).items():
-            by_b = group(method_rows, ("budget",))
+            by_b = group(method_rows, (key,))
             keys = sorted(by_b, key=lambda k: float(k[0] or 0))
             stats = [_stats(by_b[b], "seconds") for b in keys]
             xs = [float(b[0]) if b[0] else _stats(by_b[b], "n_landmarks")[0] for b in keys]
             ax.errorbar(xs, [s[0] for s in stats], yerr=[s[1] for s in stats], marker="o",
                         capsize=3, label=label[0])
-        ax.set_xlabel("|Y| (landmarks; n for exact methods)")
+        ax.set_xlabel("word budget B" if key == "max_words"
+                      else "|Y| (landmarks; n for exact methods)")
         ax.set_xscale("log")
         ax.set_title(f"{title}: fit time")
     ax.set_ylabel("seconds")
@@ -140,6 +197,26 @@ def plot_results(csv_path, out_dir=None, title: str | None = None) -> list[Path]
     fig.savefig(paths[-1], dpi=120)
     plt.close(fig)
     return paths
+
+
+def _plot_nmi(plt, rows, out_dir, title) -> Path:
+    """``nmi_vs_words.png``: NMI of the k-means labels against total words."""
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    for (label,), method_rows in group(rows, ("method",)).items():
+        stats = sorted((_stats(g, "total_words")[0], *_stats(g, "nmi"))
+                       for g in group(method_rows, (sweep_key(rows),)).values())
+        ax.errorbar([p[0] for p in stats], [p[1] for p in stats], yerr=[p[2] for p in stats],
+                    marker="o", capsize=3, label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("fit words, both directions (PCA + k-means)")
+    ax.set_ylabel("NMI with the true classes")
+    ax.set_title(f"{title}: NMI vs words", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out_dir / "nmi_vs_words.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def _fmt(mean: float, std: float | None = None, digits: int = 4) -> str:
@@ -163,22 +240,50 @@ def write_summary(csv_path, out_dir=None) -> Path:
                   f"{' (sparse CSR)' if meta.get('sparse') else ''}, kernel = "
                   f"{json.dumps(meta['kernel'])}, k = {meta['n_components']}, partition = "
                   f"{meta['partition']}, centred = {meta['center']}.", ""]
-    lines += ["| method | workers | budget | |Y| | fit words | upload words | seconds | "
-              "parallel s | peak MiB | error | err/opt | excess | seeds |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (label, workers, budget), g in group(rows, ("method", "n_workers", "budget")).items():
-        lines.append("| " + " | ".join([
-            label, workers, budget or "-", _fmt(_stats(g, "n_landmarks")[0]),
-            _fmt(_stats(g, "fit_words")[0]), _fmt(_stats(g, "upload_words")[0]),
-            _fmt(*_stats(g, "seconds"), digits=3), _fmt(_stats(g, "parallel_seconds")[0], digits=3),
-            _fmt(_stats(g, "peak_mib")[0], digits=4),
-            _fmt(*_stats(g, "error")), _fmt(*_stats(g, "ratio")), _fmt(*_stats(g, "excess")),
-            str(len(g))]) + " |")
+    key, downstream = sweep_key(rows), is_downstream(rows)
+    extra = ["k-means words", "total words", "objective", "NMI"] if downstream else []
+    head = ["method", "workers", "word budget B" if key == "max_words" else "budget", "|Y|",
+            "fit words", "upload words", "seconds", "parallel s", "peak MiB", "error",
+            "err/opt", "excess", *extra, "seeds"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (label, workers, sweep), g in group(rows, ("method", "n_workers", key)).items():
+        cells = [label, workers, sweep or "-", _fmt(_stats(g, "n_landmarks")[0]),
+                 _fmt(_stats(g, "fit_words")[0]), _fmt(_stats(g, "upload_words")[0]),
+                 _fmt(*_stats(g, "seconds"), digits=3),
+                 _fmt(_stats(g, "parallel_seconds")[0], digits=3),
+                 _fmt(_stats(g, "peak_mib")[0], digits=4),
+                 _fmt(*_stats(g, "error")), _fmt(*_stats(g, "ratio")), _fmt(*_stats(g, "excess"))]
+        if downstream:
+            cells += [_fmt(_stats(g, "kmeans_words")[0]), _fmt(_stats(g, "total_words")[0]),
+                      _fmt(*_stats(g, "objective")), _fmt(*_stats(g, "nmi"), digits=3)]
+        lines.append("| " + " | ".join(cells + [str(len(g))]) + " |")
     lines += ["", "Means over seeds (± standard deviation). Words are the ledger's fit phase; "
               "peak MiB is tracemalloc's peak during the fit (memory beyond the data); "
               "parallel s = master time + the slowest worker's step time per round (the wall "
               "time with one machine per worker; the in-process run is sequential). "
               "excess = (err - opt) / (trace - opt).", ""]
+    if key == "max_words":
+        lines += best_table(rows, meta.get("word_budgets") or sorted(
+            {float(r["max_words"]) for r in rows if r["max_words"]}))
     path = out_dir / "summary.md"
     path.write_text("\n".join(lines))
     return path
+
+
+def best_table(rows, budgets) -> list[str]:
+    """Markdown: each method's best mean error (excess where known) within each word budget."""
+    measure = ("objective" if is_downstream(rows) else
+               "excess" if any(not math.isnan(r["excess"]) for r in rows) else "error")
+    best = best_within(rows, budgets, measure)
+    words = "total (PCA + k-means)" if measure == "objective" else "fit"
+    lines = [f"## Best {measure} within B {words} words", "",
+             f"Each method's lowest mean {measure} (± std over seeds) over its points whose "
+             f"mean {words} words are at most B, with that point's |Y| in brackets; "
+             "'-': the method cannot reach k components within B.", "",
+             "| method | " + " | ".join(f"B = {b:.3g}" for b in budgets) + " |",
+             "|---|" + "---|" * len(budgets)]
+    for label, cells in best.items():
+        lines.append(f"| {label} | " + " | ".join(
+            f"{_fmt(cells[b][0], cells[b][1], 3)} ({cells[b][2]:.0f})" if b in cells else "-"
+            for b in budgets) + " |")
+    return lines + [""]

@@ -46,6 +46,22 @@ class Method:
                              f"{', '.join(METHOD_FUNCTIONS)}.")
 
 
+def word_methods(**paper) -> tuple[Method, ...]:
+    """The methods of a word-budget sweep: disKPCA (ridge and paper samplers) and its baselines.
+
+    ``paper`` holds the paper sampler's options (``embedding_dim``,
+    ``row_sketch_dim``, ``n_random_features``, ``embedding_dtype``).
+    """
+    paper = {"sampler": "paper", **paper}
+    return (
+        Method("diskpca ridge (gram)", "diskpca", {"sampler": "ridge", "messages": "gram"}),
+        Method("diskpca paper (gram)", "diskpca", {"messages": "gram", **paper}),
+        Method("diskpca paper (sketch)", "diskpca", {"messages": "sketch", **paper}),
+        Method("uniform + disLR", "uniform_dislr", {"messages": "gram"}),
+        Method("uniform + batch", "uniform_batch"),
+    )
+
+
 def diskpca_methods(**options) -> tuple[Method, ...]:
     """disKPCA as the paper has it (its sampler; gram and sketch messages) and its baselines."""
     options = {"sampler": "paper", **options}
@@ -76,7 +92,11 @@ class Experiment:
         distance of a subset (:func:`kernelscale.kernels.median_heuristic`).
     methods : tuple of Method
     budgets : tuple of int
-        The swept ``n_landmarks`` values (|Y|).
+        The swept ``n_landmarks`` values (|Y|), when :attr:`word_budgets` is empty.
+    word_budgets : tuple of int
+        Fit-word budgets B: when given, every budgeted method runs at the
+        largest |Y| whose forecast fit words fit in each B
+        (:mod:`kernelscale.bench.sweep`), so all methods cover the same words.
     seeds : tuple of int
         Each seed draws the partition and the algorithm's randomness.
     workers : tuple of int
@@ -97,6 +117,17 @@ class Experiment:
     dataset_options : dict
         Options for :func:`~kernelscale.datasets.load_dataset` when
         ``dataset`` is a name (``n_samples``, ``random_state``, ``standardize``...).
+    reference_cache : str
+        Path prefix of cached exact references (``<prefix>_uncentred.npz`` /
+        ``_centred.npz`` with ``trace``, ``opt``, ``center_norm_sq`` and the
+        data's ``fingerprint``, as ``benchmarks/sampler.py`` writes them), used
+        when the fingerprint matches instead of recomputing the optimum.
+    downstream : str
+        ``'kmeans'``: after each fit the workers project their rows on the k
+        components and run distributed k-means (k clusters) on them (paper 001,
+        Figure 8); ``''``: none.
+    coreset_size : int
+        Coreset size of the distributed k-means.
     """
 
     name: str
@@ -113,6 +144,10 @@ class Experiment:
     description: str = ""
     quick: dict = field(default_factory=dict)
     dataset_options: dict = field(default_factory=dict)
+    word_budgets: tuple = ()
+    reference_cache: str = ""
+    downstream: str = ""
+    coreset_size: int = 1000
 
     def __post_init__(self) -> None:
         if isinstance(self.dataset, str):
@@ -125,6 +160,8 @@ class Experiment:
         elif self.dataset_options:
             raise ValueError("dataset_options apply to a named data set only; "
                              "bind a callable's arguments with functools.partial")
+        if self.downstream not in ("", "kmeans"):
+            raise ValueError(f"downstream must be '' or 'kmeans', got {self.downstream!r}")
 
     def load_data(self, return_labels: bool = False):
         """The experiment's data ``X`` (``(X, y)`` with ``return_labels``).
