@@ -271,13 +271,8 @@ class DistributedSpectralClustering(_EmbeddingClustering):
     backend : {'local', 'dask', 'flower'}, default='local'
         As in :class:`FederatedKernelKMeans`.
     client : distributed.Client, str or FlowerCluster, optional
-        The Dask client for ``backend='dask'``. For ``backend='flower'``: the
-        SuperLink's ``host:port``, or a ready cluster to use its options, e.g.
-        ``client=FlowerCluster("127.0.0.1:9093", n_workers=3, secure_rounds="all",
-        lost="drop")`` (SecAgg+ sums, within its ``secure_range``, and dropping
-        lost nodes; see :class:`~kernelscale.runtime.FlowerCluster`): the fit runs
-        on it as it is (its workers and ``timeout``, not ``n_workers`` /
-        ``timeout`` here) and closes it at the end, so give a new one to each fit.
+        As in :class:`FederatedKernelKMeans` (a ready ``FlowerCluster`` brings
+        its secure sums and ``lost`` policy).
     retry_lost : bool, default=False
         Dask only: rebuild a partition whose worker died on a live worker (replaying
         its earlier steps; the extra words go to the phase 'recovery') instead of
