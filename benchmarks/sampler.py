@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import math
 import time
 from collections import defaultdict
@@ -44,6 +43,7 @@ import scipy.sparse.linalg as ssla
 from scipy.stats import spearmanr
 
 from kernelscale.bench import write_rows
+from kernelscale.bench.runner import fingerprint
 from kernelscale.datasets import load_digits_standardized
 from kernelscale.horizontal import distributed_error, uniform_batch, uniform_dislr
 from kernelscale.horizontal.diskpca import (
@@ -103,10 +103,6 @@ def make_setting_kernel(X, which: str):
 
 def n_workers(dataset: str) -> int:
     return 5 if dataset == "digits" else 10
-
-
-def fingerprint(X) -> str:
-    return hashlib.sha256(np.ascontiguousarray(X).tobytes()).hexdigest()[:16]
 
 
 def full_kernel(X, kernel, chunk: int = 2000) -> np.ndarray:

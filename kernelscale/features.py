@@ -293,6 +293,15 @@ class IdentityFeatures(FeatureMap):
         return _dense(chunk)
 
 
+def feature_map_size(kernel: Kernel, n_features_in: int, n_components: int) -> int:
+    """m, the features of :func:`make_feature_map`'s map, without drawing its random data.
+
+    ``n_components``, except for the linear kernel, whose exact map has
+    ``n_features_in`` components.
+    """
+    return int(n_features_in if kernel.name == "linear" else n_components)
+
+
 def make_feature_map(
     kernel: Kernel, n_features_in: int, n_components: int, seed: int
 ) -> FeatureMap:

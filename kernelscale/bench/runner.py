@@ -40,7 +40,6 @@ from kernelscale.metrics.lowrank import excess_energy_ratio
 from kernelscale.partition import make_partition, split
 from kernelscale.progress import progress_bar
 from kernelscale.runtime import LocalCluster
-from kernelscale.runtime.ledger import UP
 
 COLUMNS = ("experiment", "method", "messages", "budget", "max_words", "n_landmarks", "seed",
            "n_workers", "n_samples", "n_features", "fit_words", "upload_words", "seconds",
@@ -282,7 +281,7 @@ def exact_from_reference(exp: Experiment, X, parts, kernel, seed, reference,
             "max_words": max_words or "", "n_landmarks": X.shape[0], "seed": seed,
             "n_workers": len(parts), "n_samples": X.shape[0], "n_features": X.shape[1],
             "fit_words": words.words,
-            "upload_words": sum(m.words for m in words.messages if m.direction == UP),
+            "upload_words": words.upload_words,
             "error": reference["opt"], "trace": reference["trace"],
             **_ratios(reference["opt"], reference)}
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import inspect
 
-import numpy as np
 import scipy.sparse as sp
 
 from kernelscale.horizontal.budget import largest_within
-from kernelscale.horizontal.forecast import forecast_words
+from kernelscale.horizontal.forecast import forecast_words, max_row_nnz_of
 
 #: Method options that :func:`forecast_words` understands.
 FORECAST_OPTIONS = frozenset(inspect.signature(forecast_words).parameters) - {
@@ -42,10 +41,7 @@ def word_grid(low: float = 4.0, high: float = 6.5, per_decade: int = 2) -> tuple
 
 def data_options(X) -> dict:
     """Forecast options of the data: ``max_row_nnz`` of a sparse matrix (a word upper bound)."""
-    if sp.issparse(X):
-        X = sp.csr_matrix(X)
-        return {"max_row_nnz": int(np.diff(X.indptr).max())}
-    return {}
+    return {"max_row_nnz": max_row_nnz_of(X)} if sp.issparse(X) else {}
 
 
 def size_method(function: str, options: dict, word_budgets, n_rows, n_features: int,
@@ -85,9 +81,3 @@ def size_method(function: str, options: dict, word_budgets, n_rows, n_features: 
         sized.append((int(budget), forecast.n_landmarks, forecast.words))
     return sized
 
-
-def exact_words(n_rows, n_features: int, n_components: int, *, kernel, center: bool,
-                **data) -> int:
-    """Fit words of exact KPCA (all data up, the model back to every worker)."""
-    return forecast_words("exact", n_rows, n_features, n_components, kernel=kernel,
-                          center=center, **data).words

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernelscale.features import make_feature_map
+from kernelscale.features import feature_map_size, make_feature_map
 from kernelscale.horizontal.diskpca import check_budgets, check_kernel_input
 from kernelscale.horizontal.dislr import cap_at_rank, dislr
 from kernelscale.horizontal.sampling import stack_rows, uniform_sample
@@ -215,7 +215,7 @@ def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10
               "chunk_size": int(chunk_size), "center": bool(center)}
     total = cluster.broadcast_map(random_features_step, Tagged(seed=seed, model=config),
                                   round="random features: Z_i^T Z_i", reduce="sum")
-    m = make_feature_map(kernel, info.n_features, n_random_features, seed).n_components
+    m = feature_map_size(kernel, info.n_features, n_random_features)
     cov = unpack_symmetric(total["sketch"], m)
     mean = None
     if center:

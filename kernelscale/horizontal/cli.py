@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
 import scipy.sparse as sp
 
 from kernelscale.cli_common import DATA_HELP, add_header_arg, flag_names, in_flags, positive_int
-from kernelscale.horizontal.forecast import FORECAST_METHODS, forecast_words
+from kernelscale.horizontal.forecast import FORECAST_METHODS, forecast_words, max_row_nnz_of
 
 
 def add_subcommand(subparsers) -> None:
@@ -110,21 +109,15 @@ def _print_budget(n_rows, d, args, options) -> None:
             why = "all the data and its model" if method == "exact" else "k components"
             print(f"{method:<16} {'-':>16}   ({why} cost more than {args.max_words:,} words)")
             continue
-        print(f"{method:<16} {_size(f):>16} {f.words:>12,} {f.upload_words:>13,}")
+        print(f"{method:<16} {f.setting:>16} {f.words:>12,} {f.upload_words:>13,}")
     try:
         plan = plan_budget(args.max_words, n_rows, d, args.n_components, **options)
     except WordBudgetError as exc:
         print(f"fit --max-words {args.max_words} stops with an error: "
               f"{in_flags(exc, getattr(args, 'flag_names', None))}")
         return
-    print(f"fit --max-words {args.max_words} runs {plan.method} with {_size(plan.forecast)} "
+    print(f"fit --max-words {args.max_words} runs {plan.method} with {plan.forecast.setting} "
           f"({plan.forecast.words:,} words): {plan.reason}")
-
-
-def _size(forecast) -> str:
-    if forecast.method == "random_features":
-        return f"m = {forecast.n_random_features}"
-    return f"|Y| = {forecast.n_landmarks}"
 
 
 def _fit_setting(X, args) -> tuple[list[int], dict]:
@@ -147,7 +140,7 @@ def _fit_setting(X, args) -> tuple[list[int], dict]:
     options = {"kernel": estimator._make_kernel(d), "center": args.center,
                "messages": args.messages, "sampler": args.sampler}
     if sp.issparse(X):
-        options["max_row_nnz"] = int(np.diff(X.indptr).max(initial=0))
+        options["max_row_nnz"] = max_row_nnz_of(X)
     return n_rows, options
 
 

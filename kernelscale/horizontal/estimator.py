@@ -20,6 +20,7 @@ from kernelscale.horizontal.baselines import (
 from kernelscale.horizontal.budget import plan_budget
 from kernelscale.horizontal.diskpca import SAMPLERS, diskpca
 from kernelscale.horizontal.evaluate import distributed_error
+from kernelscale.horizontal.forecast import max_row_nnz_of
 from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
 from kernelscale.horizontal.preimage import apply_preimage, fit_preimage
 from kernelscale.kernels import KERNELS, Kernel, is_importable, kernel_name, make_kernel
@@ -60,12 +61,6 @@ def _quoted(names) -> str:
 
 
 
-def _size_text(forecast) -> str:
-    if forecast.method == "random_features":
-        return f"m = {forecast.n_random_features}"
-    return f"|Y| = {forecast.n_landmarks}"
-
-
 def _max_row_nnz(X) -> int:
     """The most nonzeros of a row of sparse data the estimator holds (for a word budget)."""
     parts = list(X) if is_partition_list(X) else [X]
@@ -74,7 +69,7 @@ def _max_row_nnz(X) -> int:
             "max_words with sparse partitions that stay on the workers (loaders, a dask "
             "array) cannot bound the words of a sparse row before sending anything; pass "
             "the sparse matrices themselves, or fit without max_words.")
-    return int(max(np.diff(sp.csr_matrix(p).indptr).max(initial=0) for p in parts))
+    return max(max_row_nnz_of(p) for p in parts)
 
 
 def _energy_shares(eigenvalues: np.ndarray, trace: float | None) -> np.ndarray:
@@ -466,7 +461,7 @@ default=None
             messages=self.messages, n_leverage=self.n_leverage, chunk_size=self.chunk_size,
             **options)
         LOGGER.info("max_words=%s: %s with %s (forecast %s words; %s)", f"{self.max_words:,}",
-                    plan.method, _size_text(plan.forecast), f"{plan.forecast.words:,}",
+                    plan.method, plan.forecast.setting, f"{plan.forecast.words:,}",
                     plan.reason)
         return plan
 

@@ -31,6 +31,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+import scipy.sparse as sp
+
 from kernelscale.horizontal.diskpca import MESSAGES, SAMPLERS, default_n_leverage, ridge_schedule
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel, make_kernel
 from kernelscale.runtime.ledger import DOWN, UP, count_words
@@ -72,6 +75,13 @@ class Forecast:
     n_random_features: int = 0
     messages: tuple[RoundWords, ...] = field(default_factory=tuple)
     exact: bool = True
+
+    @property
+    def setting(self) -> str:
+        """What the budget sized: ``'|Y| = 129'`` (``'m = 187'`` for 'random_features')."""
+        if self.method == "random_features":
+            return f"m = {self.n_random_features}"
+        return f"|Y| = {self.n_landmarks}"
 
     @property
     def words(self) -> int:
@@ -212,6 +222,11 @@ embedding_dtype, chunk_size
                     messages=tuple(rounds.messages), exact=nnz is None and max_row_nnz is None)
 
 
+def max_row_nnz_of(X) -> int:
+    """The most nonzeros of a row of a sparse matrix (``max_row_nnz`` of :func:`forecast_words`)."""
+    return int(np.diff(sp.csr_matrix(X).indptr).max(initial=0))
+
+
 def _point_words(n: int, d: int, nnz, max_row_nnz) -> float:
     """Words of one raw row: d dense; 2 nnz per sparse row (bound, else expectation)."""
     if max_row_nnz is not None:
@@ -315,9 +330,9 @@ def _landmark_model(rounds, name, n_y, *, kernel, center, k, point, **_) -> None
 def _random_features(rounds, n_features, n_random_features, *, kernel, center, k,
                      chunk_size, **_) -> int:
     """:func:`kernelscale.horizontal.baselines.random_features_pca`; returns m."""
-    from kernelscale.features import make_feature_map
+    from kernelscale.features import feature_map_size
 
-    m = make_feature_map(kernel, n_features, int(n_random_features), 0).n_components
+    m = feature_map_size(kernel, n_features, int(n_random_features))
     config = {"kernel": kernel.to_dict(), "n_random_features": int(n_random_features),
               "chunk_size": chunk_size, "center": center}
     name = "random features: Z_i^T Z_i"
