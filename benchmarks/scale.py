@@ -11,7 +11,7 @@ kernel blocks, Gram and residuals summed in float64), each with every
 ``--jobs`` value (``LocalCluster(n_jobs)``). Each fit's rounds are set against
 their arithmetic floor, measured in the same run: the same-shaped GEMMs, RBF
 blocks (a clip and the exponentials) and products (G k(S,A) of the ridge
-residuals, a triangular product; the Gram k(Y,A) k(A,Y) of disLR, a SYRK) over
+residuals, a GEMM; the Gram k(Y,A) k(A,Y) of disLR, a SYRK) over
 the same row chunks of the same partitions, timed by themselves on as many
 threads as the fit had (``round_floor``; the faster of a run just before the
 fit and one just after); rounds without kernel blocks have
@@ -102,8 +102,8 @@ def rbf_block(rows, S_aug, gamma):
 
 
 def residual_chunk(rows, S_aug, gamma, factor):
-    """A ridge-residual chunk's arithmetic: the RBF block, G k(S, a) (TRMM), the norms."""
-    return projected_sq_norms(rbf_block(rows, S_aug, gamma), factor, lower=True)
+    """A ridge-residual chunk's arithmetic: the RBF block, k(a, S) G^T (a GEMM), the norms."""
+    return projected_sq_norms(rbf_block(rows, S_aug, gamma), factor)
 
 
 def gram_chunk(rows, S_aug, gamma, _):
@@ -122,8 +122,8 @@ def round_floor(parts, gamma, n_points, work, n_jobs, chunk=DEFAULT_CHUNK_SIZE) 
     S = np.vstack([p[:n_points] for p in parts[:n_points]])[:n_points]
     S_aug = np.hstack([S, -gamma * np.einsum("ij,ij->i", S, S)[:, None],
                        np.ones((n_points, 1))]).astype(dtype)
-    factor = np.tril(np.random.default_rng(0).standard_normal((n_points, n_points)))
-    factor = np.asfortranarray(factor, dtype=dtype)
+    factor = np.triu(np.random.default_rng(0).standard_normal((n_points, n_points)))
+    factor = factor.astype(dtype)  # G.T, as the workers apply it
     tasks = [(p, a, b) for p in parts for a, b in chunk_bounds(p.shape[0], chunk)]
     jobs = effective_n_jobs(n_jobs)
     with one_blas_thread(), ThreadPoolExecutor(jobs) as pool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
-from scipy.linalg.blas import get_blas_funcs
 
 GRAM_CHUNK = 4096
 
@@ -94,8 +93,7 @@ def ridge_factor(S: np.ndarray, ridge: float) -> np.ndarray | None:
 
     ``G = L^-1`` for the Cholesky factor ``L`` of ``S + ridge I``: the same
     residuals as :func:`ridge_whitening` (``||G k||^2 = ||F.T k||^2``) for a
-    tenth of its cost, applied with half the flops of a GEMM
-    (:func:`projected_sq_norms`). None when ``ridge <= 0`` or ``S + ridge I`` is
+    tenth of its cost: ``projected_sq_norms(block, G.T)``. None when ``ridge <= 0`` or ``S + ridge I`` is
     not numerically positive definite (use :func:`ridge_whitening` then).
     """
     if not ridge > 0 or not np.isfinite(ridge):
@@ -108,19 +106,15 @@ def ridge_factor(S: np.ndarray, ridge: float) -> np.ndarray | None:
     return sla.solve_triangular(L, np.eye(n), lower=True)
 
 
-def projected_sq_norms(block: np.ndarray, basis: np.ndarray, lower: bool = False) -> np.ndarray:
-    """``||block[i] @ basis||^2`` for every row; ``lower``: ``||basis @ block[i]||^2``.
+def projected_sq_norms(block: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """``||block[i] @ basis||^2`` for every row.
 
-    With ``lower`` the basis is a lower-triangular ``G`` (:func:`ridge_factor`,
-    Fortran-ordered, in the block's dtype) applied by BLAS's TRMM to
-    ``block.T``, in place of the block (which it overwrites).
+    A GEMM even when ``basis`` is triangular (:func:`ridge_factor`): numpy's
+    matmul releases the GIL, so row chunks on a thread pool use every core,
+    while SciPy's TRMM wrapper holds it and runs the chunks one at a time.
     """
-    if not lower:
-        proj = block @ basis
-        return np.einsum("ij,ij->i", proj, proj)
-    trmm = get_blas_funcs("trmm", (basis, block))
-    proj = trmm(1.0, basis, block.T, side=0, lower=1, overwrite_b=1)
-    return np.einsum("ij,ij->j", proj, proj)
+    proj = block @ basis
+    return np.einsum("ij,ij->i", proj, proj)
 
 
 def whitening_from_rows(B: np.ndarray, rtol: float = 1e-10) -> np.ndarray:

@@ -337,14 +337,13 @@ def ridge_residual_step(state: WorkerState, message):
     if factor is None:
         return _keep_residuals(state, kernel, S, ridge_whitening(K_SS, ridge),
                                config["chunk_size"])
-    return _keep_residuals(state, kernel, S, factor, config["chunk_size"], lower=True)
+    return _keep_residuals(state, kernel, S, factor.T, config["chunk_size"])
 
 
-def _keep_residuals(state: WorkerState, kernel: Kernel, P, basis, chunk: int,
-                    lower: bool = False):
+def _keep_residuals(state: WorkerState, kernel: Kernel, P, basis, chunk: int):
     """``state.residual = k(a,a) - ||k(a,P) basis||^2`` (0 for sampled rows); reply (sum, #>0).
 
-    ``lower``: ``basis`` is a lower-triangular ``G`` and the residual
+    With the ridge factor ``G`` (``basis = G.T``) the residual is
     ``k(a,a) - ||G k(P,a)||^2`` (:func:`~kernelscale.linalg.projected_sq_norms`).
 
     The worker keeps P (``state.held_landmarks``): disLR's round sends only the
@@ -355,11 +354,11 @@ def _keep_residuals(state: WorkerState, kernel: Kernel, P, basis, chunk: int,
     X = state.data
     residual = kernel.diag(X).astype(float)
     dtype = np.float32 if X.dtype == np.float32 and P.dtype == np.float32 else np.float64
-    basis = np.asarray(basis, dtype=dtype, order="F" if lower else "K")
+    basis = np.asarray(basis, dtype=dtype)
 
     def residual_chunk(start, stop):
         block = kernel(_rows(X, start, stop), P, dtype=dtype)
-        residual[start:stop] -= projected_sq_norms(block, basis, lower)
+        residual[start:stop] -= projected_sq_norms(block, basis)
 
     for _ in map_chunks(residual_chunk, X.shape[0], chunk):
         pass
