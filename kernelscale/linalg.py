@@ -93,8 +93,9 @@ def ridge_factor(S: np.ndarray, ridge: float) -> np.ndarray | None:
 
     ``G = L^-1`` for the Cholesky factor ``L`` of ``S + ridge I``: the same
     residuals as :func:`ridge_whitening` (``||G k||^2 = ||F.T k||^2``) for a
-    tenth of its cost: ``projected_sq_norms(block, G.T)``. None when ``ridge <= 0`` or ``S + ridge I`` is
-    not numerically positive definite (use :func:`ridge_whitening` then).
+    tenth of its cost: ``projected_sq_norms(block, G.T)``. None when
+    ``ridge <= 0`` or ``S + ridge I`` is not numerically positive definite (use
+    :func:`ridge_whitening` then).
     """
     if not ridge > 0 or not np.isfinite(ridge):
         return None

@@ -28,7 +28,7 @@ from kernelscale.runtime import (  # noqa: E402
     validate_cluster,
     worker_seeds,
 )
-from kernelscale.runtime.build import dask_client, make_cluster  # noqa: E402
+from kernelscale.runtime.build import WORKER_MALLOC_ENV, dask_client, make_cluster  # noqa: E402
 from kernelscale.runtime.dask import DaskCluster  # noqa: E402
 
 # The steps below live in this test module: ship them to the workers by value.
@@ -279,6 +279,24 @@ def test_dask_client_connects_to_a_scheduler(client):
         assert sorted(other.nthreads()) == sorted(client.nthreads())
     with pytest.raises(ValueError, match="scheduler address or a positive number"):
         dask_client()
+
+
+def malloc_environ():
+    return {name: os.environ.get(name) for name in WORKER_MALLOC_ENV}
+
+
+def test_local_dask_workers_keep_freed_blocks_for_reuse(client):
+    """dask_client's own workers get glibc limits that keep a kernel block's memory.
+
+    The module's plain Dask cluster (the ``client`` fixture) has already left
+    Dask's ``MALLOC_TRIM_THRESHOLD_=65536`` in this process's environment.
+    """
+    before = malloc_environ()
+    assert before["MALLOC_TRIM_THRESHOLD_"] == "65536"
+    with dask_client(n_workers=1) as own:
+        seen = list(own.run(malloc_environ).values())
+    assert seen == [{name: str(value) for name, value in WORKER_MALLOC_ENV.items()}]
+    assert malloc_environ() == before
 
 
 def test_bad_input_is_refused_early(client):

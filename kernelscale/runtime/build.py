@@ -460,6 +460,17 @@ def _probe_scheduler(address: str, timeout: float) -> None:
     raise NotDaskError(f"{address} does not speak Dask's protocol ({detail})") from error
 
 
+#: glibc's allocator settings for the worker processes of :func:`dask_client`'s local
+#: cluster, set before they start (Dask's ``distributed.nanny.pre-spawn-environ``).
+#: Dask sets ``MALLOC_TRIM_THRESHOLD_=65536``, which also fixes the mmap threshold at
+#: 128 KiB: every kernel block (a 4096 x 400 chunk is 13 MiB) is then mapped, zero-filled
+#: page by page and unmapped again, and a fit on 2 workers took 1.3x as long as in-process
+#: (``benchmarks/dask_overhead.py``). These are glibc's own dynamic limits at their
+#: maximum. For workers started by ``dask worker``, export the same two variables
+#: before starting them.
+WORKER_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": 32 * 2**20, "MALLOC_TRIM_THRESHOLD_": 64 * 2**20}
+
+
 def dask_client(scheduler: str | None = None, n_workers: int | None = None,
                 timeout: float | None = None):
     """A ``distributed.Client``: to ``scheduler``, or to a new local cluster.
@@ -470,7 +481,10 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None,
         Address of a running scheduler, e.g. ``"tcp://host:8786"`` (CLI ``--scheduler``).
     n_workers : int, optional
         Without ``scheduler``: start a local cluster of this many single-threaded
-        worker processes (CLI ``--dask-workers``).
+        worker processes (CLI ``--dask-workers``). Their allocator keeps freed
+        blocks up to 32 MiB for reuse (:data:`WORKER_MALLOC_ENV`) where Dask's
+        default returns every block over 64 KiB to the system at once, which
+        made each kernel block a fresh page-faulted mapping (1.3x slower fits).
     timeout : float, optional
         Seconds to wait for the connection to ``scheduler`` (CLI ``--timeout``);
         default: Dask's ``distributed.comm.timeouts.connect`` (30 s). A hard
@@ -513,13 +527,39 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None,
     if n_workers is None or n_workers < 1:
         raise ValueError("Give a scheduler address or a positive number of Dask workers.")
     # The client owns this local cluster: closing the client stops its workers.
-    return Client(
-        n_workers=int(n_workers), threads_per_worker=1, processes=True, dashboard_address=":0"
-    )
+    with _worker_malloc_environ():
+        return Client(n_workers=int(n_workers), threads_per_worker=1, processes=True,
+                      dashboard_address=":0")
+
+
+@contextlib.contextmanager
+def _worker_malloc_environ():
+    """:data:`WORKER_MALLOC_ENV` for the worker processes started inside, whatever is set.
+
+    Dask's nanny takes a variable from ``os.environ`` before its config, and
+    leaves its own values there (a plain Dask cluster started earlier in this
+    process leaves ``MALLOC_TRIM_THRESHOLD_=65536``): both are set for the
+    spawn, and the environment is put back afterwards.
+    """
+    import dask
+
+    saved = {name: os.environ.get(name) for name in WORKER_MALLOC_ENV}
+    os.environ.update({name: str(value) for name, value in WORKER_MALLOC_ENV.items()})
+    try:
+        with dask.config.set({f"distributed.nanny.pre-spawn-environ.{name}": value
+                              for name, value in WORKER_MALLOC_ENV.items()}):
+            yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 __all__ = [
     "BACKENDS",
     "NotDaskError",
+    "WORKER_MALLOC_ENV",
     "add_dask_args",
     "cli_client",
     "dask_client",
