@@ -99,6 +99,21 @@ def test_best_within_takes_the_lowest_error_inside_the_budget():
     assert best["a"][1000][0] == pytest.approx(0.2) and best["b"][1000][0] == 0.4
 
 
+def test_best_within_seconds_bounds_time_instead_of_words():
+    """At equal seconds a method with more words but a faster fit can win."""
+    rows = [{"method": m, "max_words": str(b), "fit_words": w, "seconds": t, "excess": e,
+             "n_landmarks": 10.0, "objective": math.nan}
+            for m, b, w, t, e in (("slow", 100, 90, 2.0, 0.1), ("slow", 1000, 900, 4.0, 0.05),
+                                  ("fast", 1000, 950, 0.5, 0.3),
+                                  ("fast", 10000, 9000, 1.5, 0.2))]
+    by_words = best_within(rows, (100, 1000), "excess")
+    by_time = best_within(rows, (1.0, 3.0), "excess", cost="seconds")
+    assert by_words["slow"][100][0] == 0.1 and 100 not in by_words["fast"]
+    assert 1.0 not in by_time["slow"] and by_time["fast"][1.0][0] == 0.3
+    assert by_time["slow"][3.0][0] == 0.1 and by_time["fast"][3.0][0] == 0.2
+    assert by_time["fast"][3.0][3] == 1.5  # the point's mean seconds
+
+
 def test_cached_reference_and_exact_row_without_refit(tmp_path, monkeypatch):
     exp = tiny(methods=(Method("exact", "exact", budgeted=False),), seeds=(0,))
     X = exp.load_data()

@@ -95,9 +95,9 @@ def sweep_key(rows) -> str:
     return "max_words" if any(r.get("max_words") for r in rows) else "budget"
 
 
-def best_within(rows, budgets, measure: str) -> dict:
-    """``{method: {B: (mean, std, |Y|, words)}}``: each method's best mean ``measure``
-    over its points (means over seeds) whose mean words are at most B.
+def best_within(rows, budgets, measure: str, cost: str | None = None) -> dict:
+    """``{method: {B: (mean, std, |Y|, cost)}}``: each method's best mean ``measure``
+    over its points (means over seeds) whose mean cost (words) is at most B.
 
     Parameters
     ----------
@@ -106,8 +106,11 @@ def best_within(rows, budgets, measure: str) -> dict:
     budgets : sequence of float
     measure : str
         Column to minimise (``'excess'``, ``'error'``, ``'objective'``).
+    cost : str, optional
+        Column the budgets bound: the fit's words by default (fit + k-means
+        words for Figure 8); ``'seconds'`` compares methods at equal time.
     """
-    words, key = words_key(rows), sweep_key(rows)
+    words, key = cost or words_key(rows), sweep_key(rows)
     out: dict = {}
     for (label,), method_rows in group(rows, ("method",)).items():
         points = [(_stats(g, words)[0], *_stats(g, measure), _stats(g, "n_landmarks")[0])
