@@ -285,14 +285,15 @@ def malloc_environ():
     return {name: os.environ.get(name) for name in WORKER_MALLOC_ENV}
 
 
-def test_local_dask_workers_keep_freed_blocks_for_reuse(client):
+def test_local_dask_workers_keep_freed_blocks_for_reuse(monkeypatch):
     """dask_client's own workers get glibc limits that keep a kernel block's memory.
 
-    The module's plain Dask cluster (the ``client`` fixture) has already left
-    Dask's ``MALLOC_TRIM_THRESHOLD_=65536`` in this process's environment.
+    Even where this process's environment already holds Dask's
+    ``MALLOC_TRIM_THRESHOLD_=65536`` (a plain Dask cluster started earlier leaves it).
     """
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
     before = malloc_environ()
-    assert before["MALLOC_TRIM_THRESHOLD_"] == "65536"
     with dask_client(n_workers=1) as own:
         seen = list(own.run(malloc_environ).values())
     assert seen == [{name: str(value) for name, value in WORKER_MALLOC_ENV.items()}]
