@@ -39,8 +39,8 @@ OUT = Path(__file__).resolve().parent / "results" / "many_workers"
 REPLY_MIB = 2000 * 2000 * 8 / 2**20  # one m x m float64 covariance
 
 
-def run_case(argv: list[str]) -> tuple[float, float, int]:
-    """``(max RSS MiB, wall seconds, exit code)`` of ``kernelscale ARGV`` in a fresh process."""
+def run_case(argv: list[str]) -> tuple[float, float]:
+    """``(max RSS MiB, wall seconds)`` of ``kernelscale ARGV`` in a fresh process."""
     start = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "kernelscale", *argv],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -51,7 +51,7 @@ def run_case(argv: list[str]) -> tuple[float, float, int]:
     process.stderr.close()
     if process.returncode != 0:
         raise RuntimeError(f"kernelscale {' '.join(argv)} failed:\n{stderr}")
-    return usage.ru_maxrss / 1024, seconds, process.returncode
+    return usage.ru_maxrss / 1024, seconds
 
 
 def main() -> None:
@@ -61,11 +61,10 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(args.out) / ("quick" if args.quick else "")
     out.mkdir(parents=True, exist_ok=True)
-    demo_workers = [5, 50] if args.quick else [5, 50, 500, 5000]
-    fit_workers = [5, 50] if args.quick else [5, 50, 500, 5000]
+    worker_counts = [5, 50] if args.quick else [5, 50, 500, 5000]
     rows = []
-    for w in demo_workers:
-        rss, seconds, _ = run_case(["demo", "--workers", str(w), "--quiet"])
+    for w in worker_counts:
+        rss, seconds = run_case(["demo", "--workers", str(w), "--quiet"])
         rows.append({"command": "demo (digits, every method)", "workers": w,
                      "effective_workers": min(w, 1797), "max_rss_mib": round(rss, 1),
                      "seconds": round(seconds, 1)})
@@ -76,8 +75,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "letter.npy")
         np.save(data, X)
-        for w in fit_workers:
-            rss, seconds, _ = run_case(
+        for w in worker_counts:
+            rss, seconds = run_case(
                 ["fit", "--data", data, "--method", "random_features", "--workers", str(w),
                  "--n-components", "10", "--out", os.path.join(tmp, "model.npz"), "--quiet"])
             rows.append({"command": f"fit --method random_features (letter {X.shape[0]:,} x 16)",
