@@ -28,6 +28,7 @@ from kernelscale.datasets import (
     libsvm_path,
     load_dataset,
     load_digits_standardized,
+    load_insurance,
     load_letter,
     load_satellite,
     load_spam,
@@ -43,6 +44,7 @@ REAL = {
         "cotton crop", "damp grey soil", "grey soil", "red soil", "vegetation stubble",
         "very damp grey soil"}),
     "spam": (load_spam, 4_601, 57, {"spam", "nonspam"}),
+    "insurance": (load_insurance, 9_822, 85, {"insurance", "noinsurance"}),
 }
 
 
@@ -79,6 +81,13 @@ def test_values_are_the_uci_values(real_data):
     assert real_data["spam"][0][:, -1].max() == 15_841
     assert np.bincount(np.unique(real_data["spam"][1], return_inverse=True)[1]).tolist() == [
         2788, 1813]
+    # Insurance (CoIL 2000, paper 001's Table 1): 586 caravan-policy holders of 9,822;
+    # integer level codes; customer subtype STYPE has 41 levels, 39 of them occur.
+    X, y = real_data["insurance"]
+    assert (y == "insurance").sum() == 586
+    assert X[0, :5].tolist() == [14, 1, 3, 1, 5]
+    assert np.array_equal(X, np.round(X)) and X.min() == 0
+    assert np.unique(X[:, 0]).size == 39 and X[:, 0].max() <= 40
 
 
 def test_standardize(real_data):
@@ -100,9 +109,9 @@ def test_files_are_declared_package_data():
 
 # --------------------------------------------------------------------------- registry
 def test_registry_names():
-    assert DATASETS[:6] == ("digits", "letter", "satellite", "spam", "gaussian_mixture",
-                            "sparse_bow")
-    assert set(DATASETS[6:]) == set(LIBSVM_SETS)
+    assert DATASETS[:7] == ("digits", "letter", "satellite", "spam", "insurance",
+                            "gaussian_mixture", "sparse_bow")
+    assert set(DATASETS[7:]) == set(LIBSVM_SETS)
 
 
 def test_unknown_name_lists_the_valid_ones():

@@ -9,8 +9,10 @@ generator's size):
   1,797 x 64, standardised) and three UCI sets with their values unchanged
   (:mod:`kernelscale.datasets.real`; provenance in ``datasets/data/README.md``):
   ``'letter'`` (:func:`load_letter`, 20,000 x 16, 26 classes), ``'satellite'``
-  (:func:`load_satellite`, 6,435 x 36, 6 classes) and ``'spam'``
-  (:func:`load_spam`, 4,601 x 57, 2 classes); ``standardize=True`` scales them;
+  (:func:`load_satellite`, 6,435 x 36, 6 classes), ``'spam'``
+  (:func:`load_spam`, 4,601 x 57, 2 classes) and ``'insurance'``
+  (:func:`load_insurance`, 9,822 x 85, 2 classes; paper 001's own set);
+  ``standardize=True`` scales them;
 - synthetic stand-ins for the papers' large sets: ``'gaussian_mixture'``
   (:func:`make_gaussian_mixture`) and ``'sparse_bow'`` (:func:`make_sparse_bow`);
 - the LIBSVM repository's sets used by papers 003 and 004, ``'mushrooms'``,
@@ -44,7 +46,7 @@ from .loaders import (
     load_parquet,
     load_svmlight,
 )
-from .real import load_letter, load_satellite, load_spam
+from .real import load_insurance, load_letter, load_satellite, load_spam
 from .registry import DATASETS, load_dataset, subsample
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "load",
     "load_csv",
     "load_dataset",
+    "load_insurance",
     "load_digits_standardized",
     "load_letter",
     "load_npy",

@@ -1,4 +1,4 @@
-"""Three real UCI data sets bundled with kernelscale: letter, satellite and spam.
+"""Four real UCI data sets bundled with kernelscale: letter, satellite, spam and insurance.
 
 The files (``kernelscale/datasets/data/*.csv.gz``, provenance in the
 ``README.md`` beside them) ship with the package, so these loaders never touch
@@ -12,6 +12,7 @@ loader                  samples x feat.   classes  UCI data set
 :func:`load_letter`     20,000 x 16       26       Letter Recognition
 :func:`load_satellite`  6,435 x 36        6        Statlog (Landsat Satellite)
 :func:`load_spam`       4,601 x 57        2        Spambase
+:func:`load_insurance`  9,822 x 85        2        Insurance Company (CoIL 2000)
 ======================  ================  =======  ==============================
 """
 
@@ -23,7 +24,7 @@ from importlib import resources
 
 import numpy as np
 
-__all__ = ["BUNDLED", "load_letter", "load_satellite", "load_spam"]
+__all__ = ["BUNDLED", "load_insurance", "load_letter", "load_satellite", "load_spam"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ BUNDLED = {
     "letter": BundledSet("letter.csv.gz", 20_000, 16, 26),
     "satellite": BundledSet("satellite.csv.gz", 6_435, 36, 6),
     "spam": BundledSet("spam.csv.gz", 4_601, 57, 2),
+    "insurance": BundledSet("insurance.csv.gz", 9_822, 85, 2),
 }
 
 
@@ -147,3 +149,32 @@ def load_spam(standardize: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """
     return _read_bundled("spam", standardize)
 
+
+
+def load_insurance(standardize: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """UCI Insurance Company Benchmark (CoIL 2000): 9,822 customers, 85 features, 2 classes.
+
+    Paper 001's own "insurance" set (its Table 1: 9,822 x 85; Figures 2 and 3):
+    the training and test parts of the CoIL 2000 data together. Each row
+    describes a customer by 43 socio-demographic statistics of their postal
+    code and 42 counts and contribution classes of their insurance policies.
+    Most columns are classes coded as integers (0-based level codes of R's
+    factors; see ``datasets/data/README.md`` for the two nominal columns,
+    customer subtype and main type, coded in the alphabetical order of their
+    labels). The label says whether the customer holds a caravan policy; it is
+    rare (586 of 9,822). van der Putten and van Someren (2000). Bundled,
+    nothing is downloaded.
+
+    Parameters
+    ----------
+    standardize : bool, default=False
+        Scale each feature to zero mean and unit variance. False keeps the
+        coded values unchanged, as paper 001 uses them.
+
+    Returns
+    -------
+    X : ndarray of shape (9822, 85), float64
+    y : ndarray of shape (9822,), str
+        ``'insurance'`` (holds a caravan policy) or ``'noinsurance'``.
+    """
+    return _read_bundled("insurance", standardize)

@@ -4,7 +4,7 @@ A benchmark or the command line names its data by a string; ``load_dataset``
 turns the name and its options into ``(X, y)``. Three kinds of names:
 
 - bundled, never downloaded: ``'digits'`` (scikit-learn's 1,797 x 64,
-  standardised), ``'letter'``, ``'satellite'``, ``'spam'`` (UCI, raw values;
+  standardised), ``'letter'``, ``'satellite'``, ``'spam'``, ``'insurance'`` (UCI, raw values;
   :mod:`kernelscale.datasets.real`);
 - synthetic stand-ins of the papers' large sets: ``'gaussian_mixture'``
   (HIGGS-like, d = 28) and ``'sparse_bow'`` (20 Newsgroups-like, d = 100,000);
@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from .generators import make_gaussian_mixture, make_sparse_bow
 from .libsvm import LIBSVM_SETS, fetch_libsvm
 from .loaders import load_digits_standardized
-from .real import load_letter, load_satellite, load_spam
+from .real import load_insurance, load_letter, load_satellite, load_spam
 
 __all__ = ["DATASETS", "load_dataset", "subsample"]
 
@@ -119,6 +119,7 @@ _LOADERS: dict[str, Callable[..., Data]] = {
     "letter": _bundled(load_letter),
     "satellite": _bundled(load_satellite),
     "spam": _bundled(load_spam),
+    "insurance": _bundled(load_insurance),
     "gaussian_mixture": _gaussian_mixture,
     "sparse_bow": _sparse_bow,
     **{name: _libsvm(name) for name in LIBSVM_SETS},
@@ -140,7 +141,7 @@ def load_dataset(name: str, **options: Any) -> Data:
         the module docstring):
 
         - ``'digits'``: ``n_samples=None``, ``random_state=0``.
-        - ``'letter'``, ``'satellite'``, ``'spam'``: also ``standardize=False``
+        - ``'letter'``, ``'satellite'``, ``'spam'``, ``'insurance'``: also ``standardize=False``
           (True: zero mean, unit variance per feature, before subsetting).
         - ``'gaussian_mixture'``: ``n_samples=50_000``, ``n_features=28``,
           ``n_clusters=10``, ``random_state=0``
@@ -158,7 +159,7 @@ def load_dataset(name: str, **options: Any) -> Data:
         Dense for the bundled sets and ``'gaussian_mixture'``; CSR for
         ``'sparse_bow'`` and the LIBSVM sets.
     y : ndarray of shape (n_samples,) or None
-        Class names (str) for letter, satellite and spam; integers for digits
+        Class names (str) for letter, satellite, spam and insurance; integers for digits
         and the mixture's components; the file's float labels for LIBSVM;
         None for ``'sparse_bow'``.
 
