@@ -464,13 +464,29 @@ def summary(rows, recovery, scaling, exact, path, quick, n_seeds):
     lines += ["", "## FK against CK (acceptance: mean NMI within 0.03 of CK)", "",
               "| n_refine | FK T | mean FK - CK | per-seed FK - CK | within 0.03? |",
               "| --- | --- | --- | --- | --- |"]
+    within = {}
     for n_refine in REFINES:
         for t in _params(rows, "FK"):
             d = np.array([r["nmi"] - ck[r["seed"]]
                           for r in _select(rows, "FK", t, n_refine, 0.0)])
+            within[n_refine, t] = d
             lines.append(f"| {n_refine} | {t} | {d.mean():+.3f} | "
                          f"{', '.join(f'{v:+.3f}' for v in d)} | "
                          f"{'yes' if d.mean() >= -0.03 else 'no'} |")
+    lines.append("")
+    for n_refine in REFINES:
+        held = [t for t in _params(rows, "FK") if within[n_refine, t].mean() >= -0.03]
+        d = within[n_refine, T]
+        lines.append(f"* FK k-means reaches CK's NMI within 0.03 with n_refine = {n_refine}: "
+                     + (f"{verdict(True)} at T = {', '.join(map(str, held))}" if held else
+                        verdict(False))
+                     + f" (CK {_stat(rows, method='CK')[0]:.3f}; at T = {T} FK - CK = "
+                     f"{d.mean():+.3f}, per seed {d.min():+.3f} to {d.max():+.3f}).")
+    ce = _params(rows, "CE PCA")[0]
+    raw = _stat(rows, "raw_point_words", method="CE PCA", param=ce, n_refine=0)[0]
+    up = _stat(rows, "upload_words", method="CE PCA", param=ce, n_refine=0)[0]
+    lines.append(f"* CE PCA uploads raw points (its landmarks): {raw:,.0f} of its {up:,.0f} "
+                 f"upload words at |Y| = {ce}; FK and RFK upload none.")
     rates = sorted({r["dropout"] for r in _select(rows, "FK", T, 10)})
     lines += ["", f"## Client dropout (FK T = {T}, n_refine = 10)", "",
               f"Eigenvalues: sum of DSPGD's top-{S} eigenvalue estimates per seed, divided by "
