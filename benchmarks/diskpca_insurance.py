@@ -53,7 +53,7 @@ OUT = RESULTS / "diskpca_insurance"
 KERNELS = {"poly": ("Figure 2", "polynomial (q = 4)"), "rbf": ("Figure 3", "RBF (0.2 x median)")}
 FEW_PERCENT = 1.05   # "nearly match the optimum": err / opt at most 1.05
 SPEEDUP = 10.0       # "a speed up of 10x by using five workers"
-EXCESS = 0.05        # the stricter reading: at most 5% of the optimum's captured energy missed
+EXCESS = 0.05        # the excess reading: at most 5% of the optimum's captured energy missed
 DISKPCA = ("diskpca ridge (gram)", "diskpca paper (gram)", "diskpca paper (sketch)")
 BASELINES = ("uniform + disLR", "uniform + batch")
 
@@ -177,8 +177,10 @@ def claims(which: str, rows, exact: dict) -> list[str]:
                 f"err / opt = {pts[-1]['ratio']:.4f}, excess {pts[-1]['excess']:.3g}.")
             tight = [p for p in pts if p["excess"] <= EXCESS]
             lines.append(
-                f"* {method}, the stricter reading (excess <= {EXCESS}: at most "
-                f"{EXCESS:.0%} of the optimum's captured energy missed): "
+                f"* {method}, read by the excess instead (excess <= {EXCESS}: at most "
+                f"{EXCESS:.0%} of the optimum's captured energy missed; stricter than err / "
+                "opt where opt is most of the trace (RBF), looser where it is a small part "
+                "(polynomial)): "
                 + (f"{verdict(True)} from {tight[0]['fit_words']:,.0f} fit words (excess "
                    f"{tight[0]['excess']:.3g})." if tight else
                    f"{verdict(False)} (lowest excess {min(p['excess'] for p in pts):.3g})."))
@@ -191,7 +193,10 @@ def claims(which: str, rows, exact: dict) -> list[str]:
                 f"{first['parallel_seconds']:.2f} s against {exact['seconds']:.1f} s); in one "
                 f"process {one:.1f} x ({first['seconds']:.2f} s); against batch KPCA by ARPACK "
                 f"({exact['lanczos_seconds']:.1f} s) {arpack:.1f} x with one machine per "
-                f"worker: {verdict(arpack >= SPEEDUP)}.")
+                f"worker: {verdict(arpack >= SPEEDUP)}. At its most words (excess "
+                f"{pts[-1]['excess']:.3g}) {exact['seconds'] / pts[-1]['parallel_seconds']:.1f} "
+                f"x, against ARPACK "
+                f"{exact['lanczos_seconds'] / pts[-1]['parallel_seconds']:.1f} x.")
         else:
             lines.append(
                 f"* {method}, error within a few percent of the optimum: {verdict(False)} "
@@ -215,6 +220,12 @@ def summary(results: dict, quick: bool) -> str:
               "err / opt hides (opt is most of the trace). The speed-up is judged at the "
               "cheapest setting that meets the error claim. Figure: `figures2_3.png`; "
               "per-kernel tables, plots and CSVs: `diskpca_insurance_{poly,rbf}/`.", ""]
+    if len(results) > 1:
+        batch = [exact["seconds"] for _, exact in results.values()]
+        lines += [f"Load: batch KPCA's dense eigh costs the same for both kernels, yet it took "
+                  f"{' s and '.join(f'{b:.0f}' for b in batch)} s: the shared machine's load "
+                  f"moved single timings by up to {max(batch) / min(batch):.1f}x, so a "
+                  "speed-up far from 10x is a verdict, one near it is not.", ""]
     for which, (rows, exact) in results.items():
         lines += claims(which, rows, exact)
     return "\n".join(lines) + "\n"
@@ -246,6 +257,9 @@ def plot(results: dict, path: Path) -> None:
                         label=f"batch KPCA, one process ({exact['seconds']:.0f} s)")
         time_ax.axhline(exact["seconds"] / SPEEDUP, color="gray", linestyle="-.",
                         label="batch / 10 (the paper's claim)")
+        if "lanczos_seconds" in exact:
+            time_ax.axhline(exact["lanczos_seconds"], color="k", linestyle=":",
+                            label=f"batch KPCA by ARPACK ({exact['lanczos_seconds']:.0f} s)")
         err_ax.set(xscale="log", yscale="log", xlabel="fit words (both directions)",
                    ylabel="excess (err - opt) / (trace - opt)",
                    title=f"{figure}(a) on insurance: {label}, error")
@@ -254,8 +268,9 @@ def plot(results: dict, path: Path) -> None:
                     title=f"{figure}(b): runtime (solid: one machine per worker; "
                           "dotted: one process)")
         time_ax.title.set_fontsize(9)
+        time_ax.set_ylim(0.02, exact["seconds"] * 300)  # room for the legend above the lines
         err_ax.legend(fontsize=7)
-        time_ax.legend(fontsize=7, loc="center right")
+        time_ax.legend(fontsize=7, loc="upper left", ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
