@@ -27,7 +27,10 @@ from kernelscale.cli_common import (
     DATA_HELP,
     ArgumentParser,
     UsageError,
+    add_force_arg,
     add_header_arg,
+    check_model_out,
+    check_not_an_input,
     flag_names,
     load_options,
     positive_float,
@@ -119,7 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit = sub.add_parser("fit", help="fit a distributed kernel PCA on a data file")
     fit.add_argument("--data", required=True, help=DATA_HELP)
     add_header_arg(fit)
-    fit.add_argument("--out", required=True, help="model file to write (.npz)")
+    fit.add_argument("--out", required=True,
+                     help="model file to write (.npz); written whole or not at all")
+    add_force_arg(fit)
     fit.add_argument("--method", default=None,
                      choices=["diskpca", "uniform_dislr", "uniform_batch", "exact",
                               "random_features"],
@@ -249,6 +254,7 @@ def run_fit(args) -> int:
     from kernelscale.model import save_model
 
     _check_out(args.out)
+    check_model_out(args.out, [args.data], args.force)
     X = _load(args.data, args.header)
     if X.shape[0] == 0:
         raise UsageError(f"{args.data} holds no rows")
@@ -293,6 +299,7 @@ def run_transform(args) -> int:
     out = _check_out(args.out)
     if out.suffix not in (".npy", ".csv"):
         raise UsageError(f"--out must end in .npy or .csv, got {out.name}")
+    check_not_an_input(out, [args.data, args.model])
     model = load_model(args.model)
     X = _load(args.data, args.header)
     n_in = (getattr(model, "n_features_in", None) or getattr(model, "n_features_in_", None)

@@ -14,11 +14,15 @@ the data-file options.
   :func:`positive_float`), so the error names the flag the user typed.
 * ``--header`` / ``--no-header`` (:func:`add_header_arg`) override the CSV
   header rule of :func:`kernelscale.datasets.load_csv` (:func:`load_options`).
+* An ``--out`` never destroys an input (:func:`check_not_an_input`), and a model
+  ``--out`` ends in ``.npz`` and replaces only a kernelscale model unless
+  ``--force`` (:func:`check_model_out`); models are written atomically.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -172,3 +176,47 @@ def load_options(paths: list, header: bool | None) -> list[dict]:
         raise UsageError(f"--header/--no-header apply to CSV/text files "
                          f"({', '.join(TEXT_EXTENSIONS)}), not {', '.join(map(str, paths))}")
     return [{"header": header} if text and header is not None else {} for text in is_text]
+
+
+def check_not_an_input(out, inputs, flag: str = "--out") -> None:
+    """An error when ``out`` is one of the files the command reads (it would be lost).
+
+    The same file under another name (a relative path, a symbolic or hard link)
+    counts too.
+    """
+    out = Path(out)
+    if not out.exists():
+        return
+    for path in inputs:
+        if isinstance(path, (str, os.PathLike)) and Path(path).exists() \
+                and os.path.samefile(out, path):
+            raise UsageError(f"{flag} {out} is the input file {path}: writing it would "
+                             f"destroy the input; choose another {flag}")
+
+
+def add_force_arg(p: argparse.ArgumentParser) -> None:
+    """``--force``: let a model ``--out`` replace a file that is not a kernelscale model."""
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing --out even if it is not a kernelscale model "
+                   "file (an existing model is always replaced)")
+
+
+def check_model_out(out, inputs, force: bool = False) -> Path:
+    """Check a model ``--out`` before any work: ``.npz``, not an input, nothing else lost.
+
+    ``kernelscale transform --model`` reads ``.npz`` archives, so the name says
+    so; an existing file is replaced only when it is a kernelscale model
+    (:func:`kernelscale.model.is_model_file`) or with ``--force``, and never when
+    it is one of ``inputs``.
+    """
+    from kernelscale.model import is_model_file
+
+    out = Path(out)
+    if out.suffix != ".npz":
+        raise UsageError(f"--out must end in .npz (a model file, as 'kernelscale transform "
+                         f"--model' reads), got {out.name}")
+    check_not_an_input(out, inputs)
+    if out.exists() and not force and not is_model_file(out):
+        raise UsageError(f"--out {out} exists and is not a kernelscale model file; give "
+                         "--force to replace it, or choose another --out")
+    return out

@@ -16,6 +16,8 @@ Files are ``.npz`` archives of plain arrays plus a JSON header, loaded with
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,10 +213,46 @@ def register_model_type(cls) -> None:
     MODEL_TYPES[cls.model_type] = cls
 
 
+def is_model_file(path) -> bool:
+    """Whether ``path`` is a kernelscale model file: a zip archive of ``.npy`` members
+    holding the header of :func:`save_model` or the ``params`` of a streaming model."""
+    path = Path(path)
+    if not path.is_file() or not zipfile.is_zipfile(path):
+        return False
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
+    return "__header__.npy" in names or "params.npy" in names
+
+
+def write_npz_atomically(path, **arrays) -> None:
+    """``np.savez`` to exactly ``path``, through a temporary file renamed over it.
+
+    The archive is written beside ``path`` and moved into place only when it is
+    complete (``os.replace``), so a crash, a full disk or Ctrl-C never leaves half
+    a file, and never destroys the file that was there before.
+    """
+    path = Path(path)
+    # A fresh name beside the target (same file system, so the rename is atomic),
+    # opened exclusively and with the umask's permissions, as a plain open would.
+    temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        with open(temporary, "xb") as fh:
+            np.savez(fh, **arrays)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
 def save_model(model, path) -> None:
     """Save any registered model as ``.npz`` with a JSON header (``allow_pickle=False`` safe).
 
-    A model with a callable kernel cannot be saved: a model file holds no code.
+    The file is written under a temporary name and renamed into place
+    (:func:`write_npz_atomically`). A model with a callable kernel cannot be
+    saved: a model file holds no code.
     """
     kernel = getattr(model, "kernel", None)
     if getattr(kernel, "name", None) == "callable":
@@ -225,8 +263,7 @@ def save_model(model, path) -> None:
         )
     arrays, meta = model.to_arrays()
     header = {"format_version": FORMAT_VERSION, "model_type": model.model_type, **meta}
-    with open(Path(path), "wb") as fh:
-        np.savez(fh, __header__=np.array(json.dumps(header)), **arrays)
+    write_npz_atomically(path, __header__=np.array(json.dumps(header)), **arrays)
 
 
 def load_model(path):

@@ -17,7 +17,9 @@ import warnings
 from kernelscale.cli_common import (
     DATA_HELP,
     UsageError,
+    add_force_arg,
     add_header_arg,
+    check_model_out,
     flag_names,
     load_options,
     positive_float,
@@ -39,7 +41,9 @@ def add_subcommand(subparsers) -> None:
     )
     p.add_argument("--data", required=True, help=f"input: {DATA_HELP}, read in chunks")
     add_header_arg(p)
-    p.add_argument("--out", required=True, help="model file to write (.npz)")
+    p.add_argument("--out", required=True,
+                   help="model file to write (.npz); written whole or not at all")
+    add_force_arg(p)
     p.add_argument("--method", default="skpca", choices=sorted(METHODS),
                    help="skpca: random features + Frequent Directions (paper 004, default); "
                    "rnca: random features, exact covariance; nystrom: first points as landmarks")
@@ -76,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         random_state=args.random_state,
     )
     try:
+        check_model_out(args.out, [args.data], args.force)
         (options,) = load_options([args.data], args.header)
         blocks = iter_chunks(args.data, chunk_size=args.chunk_size, **options)
         # A tqdm bar of points read (and points/s) on stderr; none with --quiet.

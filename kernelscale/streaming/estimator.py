@@ -350,10 +350,15 @@ def save_streaming_model(estimator: StreamingKernelPCA, path) -> None:
 
     The JSON holds ``"model_type": "streaming_kpca"``, the estimator's parameters
     and the sketch's parameters (including the random-feature seed, from which
-    the feature map is rebuilt). No pickle is involved.
+    the feature map is rebuilt). No pickle is involved. The file is written under a
+    temporary name and renamed into place, so a crash never leaves half a file.
     """
+    from kernelscale.model import write_npz_atomically
+
     arrays, meta = streaming_model_state(estimator)
-    np.savez(path, params=np.array(json.dumps(meta)), **arrays)
+    if not str(path).endswith(".npz"):  # np.savez's rule, which this function kept
+        path = f"{path}.npz"
+    write_npz_atomically(path, params=np.array(json.dumps(meta)), **arrays)
 
 
 def load_streaming_model(path) -> StreamingKernelPCA:

@@ -22,6 +22,7 @@ import numpy as np
 from kernelscale.cli_common import (
     UsageError,
     add_header_arg,
+    check_not_an_input,
     flag_names,
     load_options,
     positive_float,
@@ -96,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
     from kernelscale.vertical.estimator import VerticalKernelPCA
 
     try:
+        if args.out:
+            check_not_an_input(args.out, args.data)
         options = load_options(args.data, args.header)
         if len(args.data) == 1:
             X = load(args.data[0], **options[0])
