@@ -60,11 +60,13 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--shrink", default="modified", choices=["modified", "classic"],
                    help="Frequent Directions shrink: by the (l/2)-th singular value (paper 004, "
                    "default) or by the smallest (Liberty 2013)")
-    p.add_argument("--chunk-size", type=positive_int, default=10_000, help="rows read at a time")
-    p.add_argument("--random-state", type=int, default=0,
+    p.add_argument("--chunk-size", type=positive_int, default=10_000,
+                   help="rows read at a time (default 10000)")
+    p.add_argument("--seed", "--random-state", type=int, default=0, dest="seed",
                    help="random seed of the features (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=run, flag_names=flag_names(p, {"batch_size": "--chunk-size"}))
+    p.set_defaults(func=run, flag_names=flag_names(p, {"batch_size": "--chunk-size",
+                                                        "random_state": "--seed"}))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         n_components=args.n_components, kernel=args.kernel, gamma=args.gamma,
         n_random_features=args.n_random_features, sketch_size=args.sketch_size,
         method=args.method, shrink=args.shrink, batch_size=args.chunk_size,
-        random_state=args.random_state,
+        random_state=args.seed,
     )
     try:
         check_model_out(args.out, [args.data], args.force)

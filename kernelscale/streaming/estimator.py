@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
 from kernelscale.progress import get_logger, progress_bar, verbosity
+from kernelscale.runtime.validation import check_real
 from kernelscale.streaming.baselines import RNCA, StreamingNystrom
 from kernelscale.streaming.skpca import SKPCA, StreamingMethod, check_positive_int
 
@@ -204,6 +205,7 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         y : ignored
         """
         first = not hasattr(self, "sketcher_")
+        check_real(X)
         X = validate_data(self, X, reset=first, accept_sparse="csr",
                           dtype=[np.float64, np.float32])
         if first:
@@ -220,6 +222,7 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         The decomposition is computed once at the end (and warns if the sketch
         holds fewer than ``n_components`` directions).
         """
+        check_real(X)
         X = validate_data(self, X, reset=True, accept_sparse="csr",
                           dtype=[np.float64, np.float32])
         self._start(X.shape[1])
@@ -299,6 +302,7 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     def transform(self, X) -> np.ndarray:
         """Scores on the top ``n_components`` kernel principal directions (n, n_components)."""
         check_is_fitted(self, "sketcher_")
+        check_real(X)
         X = validate_data(self, X, reset=False, accept_sparse="csr",
                           dtype=[np.float64, np.float32])
         self._eigen()
