@@ -36,7 +36,7 @@ from kernelscale.cli_common import (
     print_note,
     print_warning,
 )
-from kernelscale.runtime.build import add_dask_args, cli_client
+from kernelscale.cluster_factory import add_dask_args, cli_client
 
 SUBCOMMAND_MODULES: list[str] = [
     "kernelscale.streaming.cli",

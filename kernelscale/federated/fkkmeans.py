@@ -72,7 +72,7 @@ def paper_gamma(cluster: Cluster, n_rows=None, min_rows: int = MIN_ROWS_FOR_GAMM
     when ``n_rows`` (rows per client) is given, a client with fewer than
     ``min_rows`` rows is refused with a ValueError before anything is sent,
     unless the cluster adds this round up securely (a
-    :class:`~kernelscale.runtime.flower.FlowerCluster` with ``secure_rounds``
+    :class:`~kernelscale.backends.flower.cluster.FlowerCluster` with ``secure_rounds``
     naming ``"gamma: moments"``, where the server learns only the totals).
 
     Raises

@@ -4,7 +4,7 @@ An algorithm is a master function that calls ``cluster.broadcast_map`` and
 ``cluster.scatter_map`` with small worker steps ``step(state, *args) -> reply``.
 The cluster sends the arguments, runs the step on every worker, gathers the
 replies in worker order and counts every message in its :class:`Ledger`.
-Backends (in-process here, Dask in ``kernelscale.runtime.dask``) only implement
+Backends (in-process here, Dask in ``kernelscale.backends.dask.cluster``) only implement
 ``_run``; the counting, the phases, the timing, the reductions and the error
 contract live in the base class, so every backend produces the same ledger for
 the same protocol. Rounds whose replies the master only sums say so

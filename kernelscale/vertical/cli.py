@@ -28,8 +28,8 @@ from kernelscale.cli_common import (
     positive_int,
     print_error,
 )
+from kernelscale.cluster_factory import add_dask_args, cli_client
 from kernelscale.runtime import WorkerError
-from kernelscale.runtime.build import add_dask_args, cli_client
 from kernelscale.vertical.oneshot import VERTICAL_KERNELS
 
 

@@ -90,12 +90,12 @@ def make_cluster(
         chunks are the partitions. A ``Cluster`` is returned unchanged.
     backend : {"local", "dask", "flower"}, default="local"
         In-process workers, one Dask actor per partition, or one Flower
-        SuperNode per partition (:class:`~kernelscale.runtime.flower.FlowerCluster`).
+        SuperNode per partition (:class:`~kernelscale.backends.flower.cluster.FlowerCluster`).
     client : distributed.Client or str, optional
         Required with ``backend="dask"`` (see :func:`dask_client`); with
         ``backend="flower"``, the SuperLink's ``host:port``.
     workers, timeout, retry_lost
-        Options of :class:`~kernelscale.runtime.dask.DaskCluster` (Dask only).
+        Options of :class:`~kernelscale.backends.dask.cluster.DaskCluster` (Dask only).
     n_jobs : int or None
         Threads of the in-process :class:`~kernelscale.runtime.LocalCluster`
         (ignored on Dask, where each worker runs its own steps).
@@ -120,13 +120,13 @@ def make_cluster(
     if backend == "dask" and client is None:
         raise ValueError(
             "backend='dask' needs client=distributed.Client(...) "
-            "(kernelscale.runtime.dask_client builds one)."
+            "(kernelscale.backends.dask.dask_client builds one)."
         )
     if is_dask_array(data):
         if backend == "local":
             return LocalCluster([c.compute(scheduler="sync") for c in _row_chunks(data)],
                                 n_jobs=n_jobs)
-        from kernelscale.runtime.dask import DaskCluster
+        from kernelscale.backends.dask.cluster import DaskCluster
 
         return DaskCluster.from_dask_array(
             client, data, workers=workers, timeout=timeout, retry_lost=retry_lost
@@ -144,11 +144,11 @@ def make_cluster(
         raise TypeError("data mixes loaders and arrays; give one kind of partition.")
     if backend == "local":
         if all(loaders):
-            from kernelscale.runtime.dask_actor import load_partition
+            from kernelscale.backends.dask.actor import load_partition
 
             return LocalCluster([load_partition(item) for item in data], n_jobs=n_jobs)
         return LocalCluster(list(data), n_jobs=n_jobs)
-    from kernelscale.runtime.dask import DaskCluster
+    from kernelscale.backends.dask.cluster import DaskCluster
 
     build = DaskCluster.from_loaders if all(loaders) else DaskCluster.from_arrays
     return build(client, list(data), workers=workers, timeout=timeout, retry_lost=retry_lost)
@@ -178,7 +178,7 @@ def _flower_cluster(data, client, data_key: str | None = None, timeout: float = 
             "With backend='flower' the partitions are on the SuperNodes (each reads the file "
             "named in its node config): give their number as data, not "
             f"{type(data).__name__}.")
-    from kernelscale.runtime.flower import FlowerCluster
+    from kernelscale.backends.flower.cluster import FlowerCluster
 
     return FlowerCluster(client, int(data), data_key=data_key or "partition-path",
                          timeout=timeout)

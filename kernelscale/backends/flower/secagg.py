@@ -50,8 +50,8 @@ from flwr.server.strategy import Strategy
 from flwr.server.workflow import SecAggPlusWorkflow
 from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD
 
+from kernelscale.backends.flower.app import HEADER, POLL_SECONDS, from_bytes
 from kernelscale.runtime import codec
-from kernelscale.runtime.flower_app import HEADER, POLL_SECONDS, from_bytes
 
 SECURE = "kernelscale"  # the FitIns config key holding our message
 STAGES = ("setup", "share keys", "collect masked vectors", "unmask")
@@ -83,7 +83,7 @@ def secure_reply_arrays(reply, secure_range: float) -> tuple[str, list[np.ndarra
 
 def handle_secure_train(message: Message, context: Context) -> Message:
     """The ``train`` handler behind ``secaggplus_mod``: run the step, reply in FitRes form."""
-    from kernelscale.runtime.flower_app import _run_step
+    from kernelscale.backends.flower.app import _run_step
 
     fitins = compat.recorddict_to_fitins(message.content, keep_input=True)
     content = from_bytes(fitins.config[SECURE])
@@ -192,7 +192,7 @@ def _secagg_size(content: RecordDict) -> tuple[int, int]:
 
 def relay_secure_sum(grid, connection, request: dict, blobs: list[bytes]) -> None:
     """Run one secure round for the FlowerCluster and send back the sum and the transcript."""
-    from kernelscale.runtime.flower_app import _send
+    from kernelscale.backends.flower.app import _send
 
     nodes = [int(node) for node, _ in request["messages"]]
     fitins = {node: FitIns(Parameters([], ""), {SECURE: blob})

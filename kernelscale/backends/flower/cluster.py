@@ -10,7 +10,7 @@ API, so the unchanged master functions (``diskpca``, ``fk_kmeans``,
     print(cluster.ledger.summary())
 
 How a round travels. Opening a FlowerCluster submits a run (``flwr run``) of the
-app of :mod:`kernelscale.runtime.flower_app`. Its ServerApp connects back to this
+app of :mod:`kernelscale.backends.flower.app`. Its ServerApp connects back to this
 process (an authenticated local socket, the key in a file only this user can
 read) and relays each round: one ``query.kernelscale`` Message per SuperNode with
 the step's *name* and its arguments as data, sent with the Grid's
@@ -79,8 +79,8 @@ packages = ["."]
 publisher = "kernelscale"
 
 [tool.flwr.app.components]
-serverapp = "kernelscale.runtime.flower_app:server_app"
-clientapp = "kernelscale.runtime.flower_app:client_app"
+serverapp = "kernelscale.backends.flower.app:server_app"
+clientapp = "kernelscale.backends.flower.app:client_app"
 
 [tool.flwr.app.config]
 kernelscale-relay = ""
@@ -126,7 +126,7 @@ class FlowerCluster(Cluster):
     secure_rounds : None, "all" or iterable of str, default=None
         Summed rounds (``reduce="sum"``) to run through Flower's SecAgg+ so that
         the server learns only the sum: ``"all"`` of them, or those named. Their
-        sums are approximate (see :mod:`kernelscale.runtime.flower_secagg`) and
+        sums are approximate (see :mod:`kernelscale.backends.flower.secagg`) and
         their uploads are counted under the kinds ``secure_sum`` and ``secagg``.
     secure_range : float, default=1e4
         Every number of a secure reply must lie in ``[-secure_range, secure_range]``
@@ -301,7 +301,7 @@ class FlowerCluster(Cluster):
     def _records(header: dict, args=None):
         from flwr.app import ConfigRecord, RecordDict
 
-        from kernelscale.runtime.flower_app import HEADER, put_payload
+        from kernelscale.backends.flower.app import HEADER, put_payload
 
         content = RecordDict({HEADER: ConfigRecord(header)})
         if args is not None:
@@ -310,7 +310,7 @@ class FlowerCluster(Cluster):
 
     def _round(self, round: str, messages: list, timeout: float) -> dict:
         """Relay one round: ``{index: ("reply", RecordDict) | ("lost"|"error", reason)}``."""
-        from kernelscale.runtime.flower_app import QUERY, from_bytes, to_bytes
+        from kernelscale.backends.flower.app import QUERY, from_bytes, to_bytes
 
         header = {"op": "round", "round": round, "timeout": timeout,
                   "messages": [[int(node), QUERY] for node, _ in messages]}
@@ -371,7 +371,7 @@ class FlowerCluster(Cluster):
         self._idle_since = time.perf_counter()
 
     def _run(self, step, per_worker_args, round, deliver):
-        from kernelscale.runtime.flower_app import get_payload
+        from kernelscale.backends.flower.app import get_payload
 
         name = step_name(step)  # refuses anything that is not a registered step
         live = [w for w in range(self.n_workers) if w not in self.lost_workers]
@@ -414,9 +414,9 @@ class FlowerCluster(Cluster):
 
     def _secure_round(self, step, per_worker_args, round, kind):
         """A summed round through SecAgg+: counts, times and returns only the sum."""
+        from kernelscale.backends.flower.app import to_bytes
+        from kernelscale.backends.flower.secagg import from_npy
         from kernelscale.runtime import codec
-        from kernelscale.runtime.flower_app import to_bytes
-        from kernelscale.runtime.flower_secagg import from_npy
 
         name = step_name(step)
         if len(per_worker_args) != self.n_workers:

@@ -1,4 +1,4 @@
-"""The pieces of :mod:`kernelscale.runtime.dask` that touch the actors.
+"""The pieces of :mod:`kernelscale.backends.dask.cluster` that touch the actors.
 
 ``PartitionActor`` runs on a Dask worker (which imports only this module, the
 runtime and the protocol's steps); ``settle`` waits on its calls in the client's

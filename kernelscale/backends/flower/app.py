@@ -1,7 +1,7 @@
 """The Flower app behind ``backend="flower"``: a relay ServerApp and the worker ClientApp.
 
 Both are named in the app's ``pyproject.toml`` as
-``kernelscale.runtime.flower_app:server_app`` and ``...:client_app``, so the app
+``kernelscale.backends.flower.app:server_app`` and ``...:client_app``, so the app
 bundle (FAB) that Flower ships to the SuperLink and the SuperNodes holds no
 code: every node runs the kernelscale installed in its own environment.
 
@@ -17,10 +17,10 @@ encoded, in the ClientApp's ``context.state``, which stays on the SuperNode.
 
 A ``train`` message is a secure round: SecAgg+ (``secaggplus_mod``) wraps the
 same step so that the server receives only masked vectors
-(:mod:`kernelscale.runtime.flower_secagg`).
+(:mod:`kernelscale.backends.flower.secagg`).
 
 ServerApp (the relay). The master function runs in the user's process
-(:class:`~kernelscale.runtime.flower.FlowerCluster`); the ServerApp connects back
+(:class:`~kernelscale.backends.flower.cluster.FlowerCluster`); the ServerApp connects back
 to it (address and key file in the run config) and turns each of its requests
 into Flower Messages sent through the Grid, streaming the replies back as they
 arrive. Records travel between the two as Flower's own protobuf encoding.
@@ -105,8 +105,8 @@ def handle_query(message: Message, context: Context) -> Message:
 
 @client_app.train(mods=[secaggplus_mod])
 def handle_train(message: Message, context: Context) -> Message:
-    """A secure round: our step inside SecAgg+'s collect stage (``flower_secagg``)."""
-    from kernelscale.runtime.flower_secagg import handle_secure_train
+    """A secure round: our step inside SecAgg+'s collect stage (``secagg``)."""
+    from kernelscale.backends.flower.secagg import handle_secure_train
 
     return handle_secure_train(message, context)
 
@@ -126,8 +126,8 @@ def _hello(context: Context, data_key: str) -> dict:
 
 
 def _run_step(header, content: RecordDict, context: Context):
+    from kernelscale.backends.dask.actor import load_partition
     from kernelscale.runtime.cluster import WorkerState, one_blas_thread
-    from kernelscale.runtime.dask_actor import load_partition
     from kernelscale.runtime.ledger import count_words
     from kernelscale.runtime.steps import resolve_step
     from kernelscale.runtime.validation import as_float_matrix
@@ -184,7 +184,7 @@ def relay(grid: Grid, context: Context) -> None:
                     blobs = [connection.recv_bytes() for _ in request["messages"]]
                     relay_round(grid, connection, request, blobs)
                 elif op == "secure_sum":
-                    from kernelscale.runtime.flower_secagg import relay_secure_sum
+                    from kernelscale.backends.flower.secagg import relay_secure_sum
 
                     blobs = [connection.recv_bytes() for _ in request["messages"]]
                     relay_secure_sum(grid, connection, request, blobs)
