@@ -18,7 +18,7 @@ _EXPORTS = {
     "FederatedKernelKMeans": "kernelscale.federated",
     "Ledger": "kernelscale.runtime",
     "FlowerCluster": "kernelscale.backends.flower.cluster",
-    "LocalCluster": "kernelscale.runtime",
+    "LocalCluster": "kernelscale.backends.local",
     "StreamingKernelPCA": "kernelscale.streaming",
     "VerticalKernelPCA": "kernelscale.vertical",
     "load_model": "kernelscale.model",

@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from kernelscale.runtime.cluster import Cluster, LocalCluster, effective_n_jobs
+from kernelscale.backends.local import LocalCluster, effective_n_jobs
+from kernelscale.runtime.cluster import Cluster
 from kernelscale.runtime.validation import PartitionInfo, validate_cluster
 
 BACKENDS = ("local", "dask", "flower")
@@ -97,7 +98,7 @@ def make_cluster(
     workers, timeout, retry_lost
         Options of :class:`~kernelscale.backends.dask.cluster.DaskCluster` (Dask only).
     n_jobs : int or None
-        Threads of the in-process :class:`~kernelscale.runtime.LocalCluster`
+        Threads of the in-process :class:`~kernelscale.backends.local.LocalCluster`
         (ignored on Dask, where each worker runs its own steps).
 
     Returns

@@ -21,10 +21,11 @@ pytest.importorskip("flwr", reason="backend='flower' needs flwr: pip install ker
 
 from kernelscale.backends.flower.cluster import FlowerCluster  # noqa: E402
 from kernelscale.backends.flower.local import LocalFederation  # noqa: E402
+from kernelscale.backends.local import LocalCluster  # noqa: E402
 from kernelscale.federated.baselines import distributed_spectral_clustering  # noqa: E402
 from kernelscale.federated.fkkmeans import fk_kmeans, moment_step, paper_gamma  # noqa: E402
 from kernelscale.kernels import make_kernel  # noqa: E402
-from kernelscale.runtime import Ledger, LocalCluster, WorkerError  # noqa: E402
+from kernelscale.runtime import Ledger, WorkerError  # noqa: E402
 from kernelscale.runtime.validation import describe_partition  # noqa: E402
 from kernelscale.vertical.oneshot import one_shot_kpca  # noqa: E402
 

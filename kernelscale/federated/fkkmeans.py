@@ -441,7 +441,7 @@ def fk_kmeans(
     Examples
     --------
     >>> import numpy as np
-    >>> from kernelscale.runtime import LocalCluster
+    >>> from kernelscale.backends.local import LocalCluster
     >>> rng = np.random.default_rng(0)
     >>> X = np.vstack([rng.normal(0, 0.3, (60, 2)), rng.normal(4, 0.3, (60, 2))])
     >>> cluster = LocalCluster([X[::3], X[1::3], X[2::3]])

@@ -11,6 +11,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.cluster_factory import estimator_cluster, is_partition_list
 from kernelscale.horizontal.baselines import (
     exact_kpca,
@@ -35,7 +36,6 @@ from kernelscale.metrics.lowrank import (
 )
 from kernelscale.partition import make_partition, split
 from kernelscale.progress import get_logger, track_rounds, verbosity
-from kernelscale.runtime import LocalCluster
 
 METHODS = {
     "diskpca": diskpca,

@@ -7,7 +7,6 @@ package imports none of them.
 
 from kernelscale.runtime.cluster import (
     Cluster,
-    LocalCluster,
     WorkerError,
     WorkerState,
     shared_seed,
@@ -22,7 +21,6 @@ __all__ = [
     "UP",
     "Cluster",
     "Ledger",
-    "LocalCluster",
     "Message",
     "PartitionInfo",
     "Tagged",
