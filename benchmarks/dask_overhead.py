@@ -30,10 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
+from kernelscale.backends.dask.client import dask_client
 from kernelscale.backends.dask.cluster import DaskCluster
 from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
-from kernelscale.cluster_factory import dask_client
 from kernelscale.datasets import make_gaussian_mixture
 from kernelscale.horizontal import diskpca
 from kernelscale.kernels import make_kernel, median_heuristic

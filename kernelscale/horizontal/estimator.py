@@ -12,7 +12,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from kernelscale.backends.local import LocalCluster
-from kernelscale.cluster_factory import estimator_cluster, is_partition_list
+from kernelscale.cluster_factory import estimator_cluster
 from kernelscale.horizontal.baselines import (
     exact_kpca,
     random_features_pca,
@@ -36,6 +36,7 @@ from kernelscale.metrics.lowrank import (
 )
 from kernelscale.partition import make_partition, split
 from kernelscale.progress import get_logger, track_rounds, verbosity
+from kernelscale.runtime.inputs import is_partition_list
 
 METHODS = {
     "diskpca": diskpca,

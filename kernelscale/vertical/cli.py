@@ -19,6 +19,7 @@ from functools import partial
 
 import numpy as np
 
+from kernelscale.backends.dask.cli import add_dask_args, cli_client
 from kernelscale.cli_common import (
     UsageError,
     add_header_arg,
@@ -28,7 +29,6 @@ from kernelscale.cli_common import (
     positive_int,
     print_error,
 )
-from kernelscale.cluster_factory import add_dask_args, cli_client
 from kernelscale.runtime import WorkerError
 from kernelscale.vertical.oneshot import VERTICAL_KERNELS
 

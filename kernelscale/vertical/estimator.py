@@ -10,12 +10,13 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from kernelscale.cluster_factory import cluster_options, is_loader, is_loader_list, make_cluster
+from kernelscale.cluster_factory import cluster_options, make_cluster
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, kernel_name, make_kernel
 from kernelscale.linalg import like_input, preserved_dtypes
 from kernelscale.partition import feature_block_partition
 from kernelscale.progress import get_logger, track_rounds, verbosity
 from kernelscale.runtime import Ledger
+from kernelscale.runtime.inputs import is_loader, is_loader_list, load_partition
 from kernelscale.vertical.oneshot import VERTICAL_KERNELS, one_shot_kpca, validate_vertical
 from kernelscale.vertical.projection import vertical_transform
 
@@ -34,8 +35,6 @@ def stack_rows(train, new):
     is itself a picklable loader, so on Dask the party loads its training block on
     its own worker.
     """
-    from kernelscale.backends.dask.actor import load_partition
-
     train = load_partition(train) if is_loader(train) else train
     new = load_partition(new) if is_loader(new) else new
     if np.ndim(new) != 2 or new.shape[1] != train.shape[1]:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kernelscale.backends.dask.actor import PartitionActor, load_partition, settle
+from kernelscale.backends.dask.actor import PartitionActor, settle
 from kernelscale.runtime.cluster import Cluster, WorkerError, _reset_state
 from kernelscale.runtime.ledger import DOWN, UP
 from kernelscale.runtime.validation import describe_partition
@@ -405,4 +405,4 @@ class DaskCluster(Cluster):
         self._history.clear()
 
 
-__all__ = ["DaskCluster", "PartitionActor", "load_partition"]
+__all__ = ["DaskCluster", "PartitionActor"]

@@ -126,8 +126,8 @@ def _hello(context: Context, data_key: str) -> dict:
 
 
 def _run_step(header, content: RecordDict, context: Context):
-    from kernelscale.backends.dask.actor import load_partition
     from kernelscale.runtime.cluster import WorkerState, one_blas_thread
+    from kernelscale.runtime.inputs import load_partition
     from kernelscale.runtime.ledger import count_words
     from kernelscale.runtime.steps import resolve_step
     from kernelscale.runtime.validation import as_float_matrix

@@ -488,6 +488,34 @@ class FlowerCluster(Cluster):
         shutil.rmtree(self._workdir, ignore_errors=True)
 
 
+def flower_cluster(data, client, data_key: str | None = None, timeout: float = 600.0):
+    """A FlowerCluster on the SuperLink ``client`` with ``data`` SuperNodes (``make_cluster``).
+
+    ``client`` may be a ready :class:`Cluster` (e.g. ``FlowerCluster(superlink,
+    n_workers=3, secure_rounds="all", lost="drop")``): it is used as it is (its
+    workers, ``timeout``, ``lost`` and secure rounds), ``data_key`` (``fit("key")``)
+    set on it.
+    """
+    if isinstance(client, Cluster):
+        if data_key is not None:
+            if not hasattr(client, "data_key"):
+                raise TypeError(
+                    f"fit({data_key!r}) names the node-config key of the SuperNodes' "
+                    f"partition files; the {type(client).__name__} given as client holds "
+                    "its partitions: fit(None).")
+            client.data_key = str(data_key)
+        return client
+    if not isinstance(client, str) or not client:
+        raise ValueError("backend='flower' needs client='host:port' of the Flower SuperLink.")
+    if isinstance(data, bool) or not isinstance(data, (int, np.integer)) or data < 1:
+        raise TypeError(
+            "With backend='flower' the partitions are on the SuperNodes (each reads the file "
+            "named in its node config): give their number as data, not "
+            f"{type(data).__name__}.")
+    return FlowerCluster(client, int(data), data_key=data_key or "partition-path",
+                         timeout=timeout)
+
+
 def _scale(value, factor: float):
     """``factor * value`` for a summed reply (arrays, numbers, dicts, lists)."""
     if isinstance(value, Tagged):
@@ -509,4 +537,4 @@ def _flwr() -> str:
     return str(candidate) if candidate.exists() else (shutil.which("flwr") or "flwr")
 
 
-__all__ = ["FlowerCluster", "LOST_POLICIES", "flower_env"]
+__all__ = ["FlowerCluster", "LOST_POLICIES", "flower_cluster", "flower_env"]
