@@ -23,9 +23,9 @@ cloudpickle = pytest.importorskip("cloudpickle")
 
 from kernelscale.backends.dask.client import WORKER_MALLOC_ENV, dask_client  # noqa: E402
 from kernelscale.backends.dask.cluster import DaskCluster  # noqa: E402
+from kernelscale.backends.local import LocalCluster  # noqa: E402
 from kernelscale.cluster_factory import make_cluster  # noqa: E402
 from kernelscale.runtime import (  # noqa: E402
-    LocalCluster,
     Tagged,
     WorkerError,
     validate_cluster,

@@ -301,7 +301,7 @@ class FlowerCluster(Cluster):
     def _records(header: dict, args=None):
         from flwr.app import ConfigRecord, RecordDict
 
-        from kernelscale.backends.flower.app import HEADER, put_payload
+        from kernelscale.backends.flower.wire import HEADER, put_payload
 
         content = RecordDict({HEADER: ConfigRecord(header)})
         if args is not None:
@@ -310,7 +310,7 @@ class FlowerCluster(Cluster):
 
     def _round(self, round: str, messages: list, timeout: float) -> dict:
         """Relay one round: ``{index: ("reply", RecordDict) | ("lost"|"error", reason)}``."""
-        from kernelscale.backends.flower.app import QUERY, from_bytes, to_bytes
+        from kernelscale.backends.flower.wire import QUERY, from_bytes, to_bytes
 
         header = {"op": "round", "round": round, "timeout": timeout,
                   "messages": [[int(node), QUERY] for node, _ in messages]}
@@ -371,7 +371,7 @@ class FlowerCluster(Cluster):
         self._idle_since = time.perf_counter()
 
     def _run(self, step, per_worker_args, round, deliver):
-        from kernelscale.backends.flower.app import get_payload
+        from kernelscale.backends.flower.wire import get_payload
 
         name = step_name(step)  # refuses anything that is not a registered step
         live = [w for w in range(self.n_workers) if w not in self.lost_workers]
@@ -414,8 +414,7 @@ class FlowerCluster(Cluster):
 
     def _secure_round(self, step, per_worker_args, round, kind):
         """A summed round through SecAgg+: counts, times and returns only the sum."""
-        from kernelscale.backends.flower.app import to_bytes
-        from kernelscale.backends.flower.secagg import from_npy
+        from kernelscale.backends.flower.wire import from_npy, to_bytes
         from kernelscale.runtime import codec
 
         name = step_name(step)
