@@ -16,8 +16,6 @@ Files are ``.npz`` archives of plain arrays plus a JSON header, loaded with
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from kernelscale.files import write_npz_atomically
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
 
 FORMAT_VERSION = 1
@@ -225,26 +224,6 @@ def is_model_file(path) -> bool:
     except (OSError, zipfile.BadZipFile):
         return False
     return "__header__.npy" in names or "params.npy" in names
-
-
-def write_npz_atomically(path, **arrays) -> None:
-    """``np.savez`` to exactly ``path``, through a temporary file renamed over it.
-
-    The archive is written beside ``path`` and moved into place only when it is
-    complete (``os.replace``), so a crash, a full disk or Ctrl-C never leaves half
-    a file, and never destroys the file that was there before.
-    """
-    path = Path(path)
-    # A fresh name beside the target (same file system, so the rename is atomic),
-    # opened exclusively and with the umask's permissions, as a plain open would.
-    temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    try:
-        with open(temporary, "xb") as fh:
-            np.savez(fh, **arrays)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
 
 
 def save_model(model, path) -> None:

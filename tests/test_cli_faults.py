@@ -116,6 +116,14 @@ def test_a_write_that_breaks_off_leaves_the_old_model_whole(data, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz", "v.npy"]  # no leftovers
 
 
+def test_a_model_name_at_the_length_limit_is_written(data, tmp_path):
+    """The temporary name must fit wherever the model's own name fits (255 bytes)."""
+    out = tmp_path / ("m" * 251 + ".npz")
+    assert main(["fit", "--data", str(data), "--out", str(out), *FIT]) == 0
+    load_model(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([out.name, "v.npy"])
+
+
 def test_fit_out_must_carry_the_model_extension(data, tmp_path, capsys):
     line = one_error_line(["fit", "--data", str(data), "--out", str(tmp_path / "model"),
                            *FIT], capsys)

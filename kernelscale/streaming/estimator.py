@@ -17,6 +17,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from kernelscale.files import write_npz_atomically
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
 from kernelscale.progress import get_logger, progress_bar, verbosity
 from kernelscale.runtime.validation import check_real
@@ -357,8 +358,6 @@ def save_streaming_model(estimator: StreamingKernelPCA, path) -> None:
     the feature map is rebuilt). No pickle is involved. The file is written under a
     temporary name and renamed into place, so a crash never leaves half a file.
     """
-    from kernelscale.model import write_npz_atomically
-
     arrays, meta = streaming_model_state(estimator)
     if not str(path).endswith(".npz"):  # np.savez's rule, which this function kept
         path = f"{path}.npz"
