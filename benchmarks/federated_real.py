@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
 from kernelscale.bench.clustering import CK_RESTARTS, ck_embedding, ck_labels
 from kernelscale.bench.equal_words import (
@@ -53,7 +54,6 @@ from kernelscale.federated.baselines import gamma_rule
 from kernelscale.horizontal import diskpca
 from kernelscale.metrics.clustering import nmi
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import LocalCluster
 
 OUT = Path(__file__).parent / "results" / "federated_real"
 # name: (load_dataset options, k = number of classes)
