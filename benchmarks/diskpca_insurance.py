@@ -34,6 +34,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from kernelscale import horizontal
+from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import (
     get_experiment,
     plot_results,
@@ -46,7 +47,6 @@ from kernelscale.bench.plot import group
 from kernelscale.bench.runner import fingerprint
 from kernelscale.bench.scripts import verdict
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import LocalCluster
 
 RESULTS = Path(__file__).parent / "results"
 OUT = RESULTS / "diskpca_insurance"
