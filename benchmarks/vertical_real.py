@@ -442,7 +442,9 @@ def summary(parties_rows, sample_rows, svm_rows, quick):
               f"{n_seeds} seeds. Uploaded words are J D (n + 1) (each party's D eigenpairs, "
               "once); 'raw' is n M, the words of shipping every feature to one place, which "
               "gives the exact answer. Times are wall-clock, parties one after the other, "
-              "one BLAS thread. CSVs: `parties.csv`, `samples.csv`, `svm.csv`; plot: "
+              "one BLAS thread; each bandwidth's runs were timed at a different time on the "
+              "shared machine (the paper's under a much heavier load), so compare seconds "
+              "within a bandwidth only. CSVs: `parties.csv`, `samples.csv`, `svm.csv`; plot: "
               "`vertical_real.png`.", ""]
     for name in dict.fromkeys(r["dataset"] for r in parties_rows):
         lines += summary_for(name, parties_rows, sample_rows, svm_rows)
