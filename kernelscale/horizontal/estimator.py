@@ -4,15 +4,31 @@ from __future__ import annotations
 
 import time
 import warnings
+from numbers import Real
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    _fit_context,
+)
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from kernelscale.backends.local import LocalCluster
-from kernelscale.cluster_factory import estimator_cluster
+from kernelscale.cluster_factory import CLUSTER_PARAMETER_CONSTRAINTS, estimator_cluster
+from kernelscale.constraints import (
+    FINITE_REAL,
+    NON_NEGATIVE_INT,
+    POSITIVE_INT,
+    POSITIVE_REAL,
+    RANDOM_STATE,
+    Interval,
+    StrOptions,
+    kernel_names,
+)
 from kernelscale.horizontal.baselines import (
     exact_kpca,
     random_features_pca,
@@ -34,7 +50,7 @@ from kernelscale.metrics.lowrank import (
     excess_energy_ratio,
     kernel_mean_norm_sq,
 )
-from kernelscale.partition import make_partition, split
+from kernelscale.partition import PARTITIONS, make_partition, split
 from kernelscale.progress import get_logger, track_rounds, verbosity
 from kernelscale.runtime.inputs import is_partition_list
 
@@ -274,6 +290,34 @@ default=None
     n_features_in_ : int
     """
 
+    _parameter_constraints: dict = {
+        "n_components": [POSITIVE_INT],
+        "kernel": [kernel_names(), callable],
+        "gamma": [POSITIVE_REAL, None],
+        "degree": [NON_NEGATIVE_INT, None],
+        "coef0": [FINITE_REAL],
+        "n_workers": [POSITIVE_INT],
+        "partition": [StrOptions(set(PARTITIONS))],
+        "method": [StrOptions(set(METHODS)), None],
+        "max_words": [POSITIVE_INT, None],
+        "n_landmarks": [POSITIVE_INT],
+        "landmarks": ["array-like", "sparse matrix", None],
+        "n_leverage": [POSITIVE_INT, None],
+        "embedding_dim": [POSITIVE_INT],
+        "row_sketch_dim": [POSITIVE_INT],
+        "n_random_features": [POSITIVE_INT],
+        "embedding_dtype": [StrOptions({"float64", "float32"})],
+        "messages": [StrOptions({"gram", "sketch"})],
+        "center": ["boolean"],
+        "fit_inverse_transform": ["boolean"],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "chunk_size": [POSITIVE_INT],
+        **CLUSTER_PARAMETER_CONSTRAINTS,
+        "verbose": ["verbose"],
+        "random_state": RANDOM_STATE,
+        "sampler": [StrOptions(set(SAMPLERS))],
+    }
+
     def __init__(self, n_components=10, *, kernel="rbf", gamma=None, degree=None, coef0=1.0,
                  n_workers=5, partition="power_law", method=None, max_words=None,
                  n_landmarks=400, landmarks=None, n_leverage=None, embedding_dim=50,
@@ -312,6 +356,7 @@ default=None
         self.random_state = random_state
         self.sampler = sampler
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Fit on ``X`` (split over ``n_workers``) or on a list of partitions.
 
@@ -361,9 +406,8 @@ default=None
         return self
 
     def _check_params(self) -> None:
-        """Parameter errors that need no data: raised before any work starts."""
-        if self.method is not None and self.method not in METHODS:
-            raise ValueError(f"Unknown method {self.method!r}; choose one of {list(METHODS)}.")
+        """Errors between parameters, raised before any work starts (each parameter
+        alone is checked by ``_parameter_constraints``)."""
         method = self.method or "diskpca"
         name = kernel_name(self.kernel)
         uses_landmarks = self.landmarks is not None
@@ -394,11 +438,6 @@ default=None
                 "module level in a module the workers can import, use backend='local', or "
                 "method='uniform_batch' or 'exact' (the kernel runs at the master only)."
             )
-        if self.embedding_dtype not in ("float64", "float32"):
-            raise ValueError("embedding_dtype must be 'float64' or 'float32', got "
-                             f"{self.embedding_dtype!r}.")
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}.")
         if self.fit_inverse_transform:
             if method not in INVERSE_METHODS:
                 raise ValueError(
@@ -411,9 +450,6 @@ default=None
                     f"fit_inverse_transform=True evaluates the kernel on the scores, which "
                     f"can be negative; the {name} kernel takes non-negative inputs only."
                 )
-            if not (isinstance(self.alpha, (int, float, np.number)) and np.isfinite(self.alpha)
-                    and self.alpha >= 0):
-                raise ValueError(f"alpha must be a finite number >= 0, got {self.alpha!r}.")
 
     def _run_method(self, cluster, rng, plan=None):
         """The method's master function on the cluster (disLR/batch on Y with ``landmarks``)."""
@@ -434,9 +470,6 @@ default=None
             embedding_dtype=self.embedding_dtype, sampler=self.sampler, **sizes, **common)
 
     def _check_max_words(self, uses_landmarks: bool) -> None:
-        if (isinstance(self.max_words, bool) or not isinstance(self.max_words, (int, np.integer))
-                or self.max_words < 1):
-            raise ValueError(f"max_words must be a positive integer, got {self.max_words!r}.")
         if uses_landmarks:
             raise ValueError("max_words chooses the landmarks within the budget; give "
                              "either max_words or landmarks, not both.")
