@@ -131,6 +131,7 @@ def diskpca(
     embedding_dtype: str = "float64",
     sampler: str = "ridge",
     redraw: bool = True,
+    pilot=None,
 ) -> KernelPCAModel:
     """Distributed kernel PCA (disKPCA, Algorithm 4 of paper 001).
 
@@ -190,6 +191,11 @@ def diskpca(
         out. False keeps the shorter Y instead, so the fit sends at most the
         words of :func:`kernelscale.horizontal.forecast.forecast_words` (what a
         word budget runs).
+    pilot : tuple, optional
+        ``(P, rows drawn from each worker)``: the ridge sampler's uniform pilot,
+        already drawn on this cluster (a word budget's pilot,
+        :mod:`kernelscale.horizontal.pilot`); the fit goes on from it and keeps
+        the cluster's ledger. Only with ``sampler='ridge'``.
 
     Returns
     -------
@@ -207,7 +213,10 @@ def diskpca(
         raise ValueError(
             f"embedding_dtype must be 'float64' or 'float32', got {embedding_dtype!r}.")
     rng = as_generator(random_state)
-    cluster.reset()
+    if pilot is not None and sampler != "ridge":
+        raise ValueError("pilot= continues the ridge sampler; sampler='paper' draws no pilot.")
+    if pilot is None:
+        cluster.reset()
     info = validate_cluster(cluster)
     check_kernel_input(kernel, info)
     n_landmarks = check_budgets(info, n_components, n_landmarks)
@@ -237,7 +246,7 @@ def diskpca(
         targets = ridge_schedule(n_components, n_landmarks, n_leverage)
         Y, new_points, n_fill, ridge = ridge_sample(cluster, kernel, n_components, targets,
                                                     n_rows, center, int(chunk_size), rng,
-                                                    redraw=redraw)
+                                                    redraw=redraw, pilot=pilot)
         n_first = targets[0]
     # Step 4: disLR in span(phi(Y))
     model = dislr(cluster, Y, new_points, kernel, n_components, info.n_samples, messages,
@@ -361,7 +370,7 @@ def ridge_schedule(n_components: int, n_landmarks: int, n_pilot: int | None = No
 
 def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: list[int],
                  n_rows, center: bool, chunk_size: int, rng, ridge_scale: float = 1.0,
-                 redraw: bool = True):
+                 redraw: bool = True, pilot=None):
     """The 'ridge' sampler: a uniform pilot P, then rounds of ridge-leverage sampling.
 
     Round j sends the points drawn in round j - 1 (the workers keep all
@@ -376,10 +385,15 @@ def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: l
     the uncentred feature map, as in the paper; with ``center=True`` lambda
     comes from the centred pilot.
 
+    ``pilot``: ``(P, rows drawn from each worker)`` when the pilot was drawn
+    already (a word budget's, :mod:`kernelscale.horizontal.pilot`).
+
     Returns (Y, the last round's points, points from a uniform fill, mu of the pilot).
     """
-    P, received = uniform_sample(cluster, n_rows, targets[0], rng, "pilot sampling",
-                                 redraw=redraw)
+    if pilot is None:
+        pilot = uniform_sample(cluster, n_rows, targets[0], rng, "pilot sampling",
+                               redraw=redraw)
+    P, received = pilot
     ridge = pilot_ridge(kernel, P, n_components, center)
     per_landmark = ridge_scale * ridge / P.shape[0]  # lambda / n
     Y, new_points, n_fill = P, P, 0

@@ -22,6 +22,7 @@ from kernelscale.horizontal.diskpca import SAMPLERS, diskpca
 from kernelscale.horizontal.evaluate import distributed_error
 from kernelscale.horizontal.forecast import max_row_nnz_of
 from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
+from kernelscale.horizontal.pilot import piloted_fit
 from kernelscale.horizontal.preimage import apply_preimage, fit_preimage
 from kernelscale.kernels import KERNELS, Kernel, is_importable, kernel_name, make_kernel
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
@@ -136,7 +137,14 @@ default=None
         :func:`~kernelscale.horizontal.budget.plan_budget` picks within B:
         'exact' when all the data and its model fit in B, else disKPCA at the
         most landmarks B buys (``method`` restricts the choice to one method,
-        sized to B; ``n_landmarks`` is then ignored). Its sampling never draws
+        sized to B; ``n_landmarks`` is then ignored). When that choice is
+        disKPCA with the ridge sampler (and ``method`` is None), the fit first
+        draws the sampler's uniform pilot (counted in B) and, where the pilot's
+        kernel matrix shows the energy spread (a narrow RBF), switches to
+        uniform + batch KPCA or uniform + disLR resized to B, the pilot being
+        the first part of their sample (:mod:`kernelscale.horizontal.pilot`);
+        the choice and its reason are in ``budget_plan_`` and the INFO log.
+        Its sampling never draws
         again for copies of drawn points held by other workers (Y is then a few
         points short), so the ledger shows at most B words; sparse rows are
         forecast at the largest row's size. A budget below what k components
@@ -336,7 +344,18 @@ default=None
             self.method_ = plan.method if plan else (self.method or "diskpca")
             desc = f"{type(self).__name__}({self.method_})"
             with track_rounds(cluster, LOGGER, desc, self.verbose):
-                self.model_ = self._run_method(cluster, rng, plan)
+                if plan is not None and self._draws_pilot(plan):
+                    self.model_, plan = piloted_fit(
+                        cluster, self.kernel_, plan, messages=self.messages,
+                        center=bool(self.center), chunk_size=self.chunk_size,
+                        n_leverage=self.n_leverage, random_state=rng)
+                    self.method_ = plan.method
+                    LOGGER.info("max_words=%s: after a pilot of %d points, %s with %s "
+                                "(forecast %s words): %s", f"{self.max_words:,}",
+                                plan.pilot["n_pilot"], plan.method, plan.forecast.setting,
+                                f"{plan.forecast.words:,}", plan.reason)
+                else:
+                    self.model_ = self._run_method(cluster, rng, plan)
         finally:
             cluster.close()
         self.communication_ = cluster.ledger
@@ -432,6 +451,10 @@ default=None
             embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
             embedding_dtype=self.embedding_dtype, sampler=self.sampler, **sizes, **common)
 
+    def _draws_pilot(self, plan) -> bool:
+        """Whether a budgeted fit draws a pilot: the forecast chose disKPCA (ridge) freely."""
+        return (self.method is None and plan.method == "diskpca" and self.sampler == "ridge")
+
     def _check_max_words(self, uses_landmarks: bool) -> None:
         if (isinstance(self.max_words, bool) or not isinstance(self.max_words, (int, np.integer))
                 or self.max_words < 1):
@@ -460,9 +483,10 @@ default=None
             methods=None if self.method is None else [self.method],
             messages=self.messages, n_leverage=self.n_leverage, chunk_size=self.chunk_size,
             **options)
-        LOGGER.info("max_words=%s: %s with %s (forecast %s words; %s)", f"{self.max_words:,}",
+        LOGGER.info("max_words=%s: %s with %s (forecast %s words; %s)%s", f"{self.max_words:,}",
                     plan.method, plan.forecast.setting, f"{plan.forecast.words:,}",
-                    plan.reason)
+                    plan.reason, "; its uniform pilot may change the method"
+                    if self._draws_pilot(plan) else "")
         return plan
 
     def _check_budget_kept(self) -> None:
