@@ -2,8 +2,8 @@
 
 First, before anything is sent, :func:`plan_budget` forecasts
 (:func:`kernelscale.horizontal.forecast.forecast_words`) each method's
-largest setting within ``max_words`` and picks one by a rule measured on real data at equal words (``benchmarks/budget.py``,
-``benchmarks/sampler.py``):
+largest setting within ``max_words`` and picks one by a rule measured on real
+data at equal words (``benchmarks/budget.py``, ``benchmarks/sampler.py``):
 
 1. 'exact' when every point can go to the master and the model back within
    the budget (n <= 20,000): its error is the optimum, no sample does better;
