@@ -77,9 +77,11 @@ METHODS = {"diskpca (ridge)": {"method": "diskpca"},
            "diskpca (paper)": {"method": "diskpca", "sampler": "paper"},
            "uniform + disLR": {"method": "uniform_dislr"},
            "uniform + batch": {"method": "uniform_batch"},
+           "batch + refine": {"method": "batch_refine"},
            "exact": {"method": "exact"}}
 LABELS = {"diskpca": "diskpca (ridge)", "uniform_dislr": "uniform + disLR",
-          "uniform_batch": "uniform + batch", "exact": "exact"}
+          "uniform_batch": "uniform + batch", "batch_refine": "batch + refine",
+          "exact": "exact"}
 COLUMNS = ("dataset", "kernel", "centred", "budget", "seed", "method", "chosen",
            "n_landmarks", "fit_words", "seconds", "error", "excess", "reason")
 
@@ -94,9 +96,9 @@ def rule_fingerprint() -> str:
     from kernelscale.horizontal import budget, pilot
 
     parts = [inspect.getsource(f) for f in (budget._choose, budget.pilot_sizes,
-                                             pilot.flatness, pilot.choose_after_pilot,
-                                             pilot.piloted_fit)]
-    parts += [repr((pilot.FLAT, pilot.BATCH_RATIO))]
+                                             pilot.flatness, pilot.diagonal_spread,
+                                             pilot.choose_after_pilot, pilot.piloted_fit)]
+    parts += [repr((pilot.FLAT, pilot.BATCH_RATIO, pilot.MAX_SPREAD))]
     return hashlib.sha256("".join(parts).encode()).hexdigest()[:12]
 
 

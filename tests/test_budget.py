@@ -289,3 +289,33 @@ def test_the_pilot_keeps_the_ridge_plan_where_a_few_points_carry_the_energy():
         mine.append(_excess(est, X))
         batch.append(_excess(DistributedKernelPCA(method="uniform_batch", **common).fit(X), X))
     assert np.mean(mine) < 0.1 * np.mean(batch)
+
+
+def test_the_default_fit_applies_the_pilot_rule_at_its_own_words():
+    mine, ridge = [], []
+    for seed in range(3):
+        X, gamma = _narrow_rbf_data(seed)
+        common = dict(n_components=4, gamma=gamma, n_landmarks=100, random_state=seed)
+        est = DistributedKernelPCA(**common).fit(X)  # method=None, no max_words
+        default = DistributedKernelPCA(method="diskpca", **common).fit(X)
+        words = default.communication_.total_words("fit")
+        assert est.method_ in ("uniform_batch", "uniform_dislr")
+        assert est.budget_plan_.pilot["forecast_method"] == "diskpca"
+        assert est.communication_.total_words("fit") <= words == est.budget_plan_.max_words
+        mine.append(_excess(est, X))
+        ridge.append(_excess(default, X))
+    assert np.mean(mine) < 0.8 * np.mean(ridge)
+
+
+def test_the_default_fit_is_unchanged_where_the_ridge_plan_holds():
+    from kernelscale.datasets import load_digits_standardized
+
+    X = load_digits_standardized()[0][:600]
+    common = dict(n_components=5, kernel="poly", degree=4, gamma=1 / 64, n_landmarks=60,
+                  random_state=3)
+    est = DistributedKernelPCA(**common).fit(X)
+    plain = DistributedKernelPCA(method="diskpca", **common).fit(X)
+    assert est.method_ == "diskpca" and "diagonal" in est.budget_plan_.reason
+    np.testing.assert_array_equal(est.landmarks_, plain.landmarks_)
+    np.testing.assert_array_equal(est.dual_coef_, plain.dual_coef_)
+    assert est.communication_ == plain.communication_

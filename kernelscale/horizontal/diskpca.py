@@ -192,10 +192,10 @@ def diskpca(
         words of :func:`kernelscale.horizontal.forecast.forecast_words` (what a
         word budget runs).
     pilot : tuple, optional
-        ``(P, rows drawn from each worker)``: the ridge sampler's uniform pilot,
-        already drawn on this cluster (a word budget's pilot,
-        :mod:`kernelscale.horizontal.pilot`); the fit goes on from it and keeps
-        the cluster's ledger. Only with ``sampler='ridge'``.
+        ``(P, rows drawn from each worker, PartitionInfo)``: the ridge sampler's
+        uniform pilot, already drawn on this validated cluster (a word budget's
+        pilot, :mod:`kernelscale.horizontal.pilot`); the fit goes on from it and
+        keeps the cluster's ledger. Only with ``sampler='ridge'``.
 
     Returns
     -------
@@ -217,8 +217,10 @@ def diskpca(
         raise ValueError("pilot= continues the ridge sampler; sampler='paper' draws no pilot.")
     if pilot is None:
         cluster.reset()
-    info = validate_cluster(cluster)
-    check_kernel_input(kernel, info)
+        info = validate_cluster(cluster)
+        check_kernel_input(kernel, info)
+    else:  # validated when the pilot was drawn
+        *pilot, info = pilot
     n_landmarks = check_budgets(info, n_components, n_landmarks)
     low = 0 if sampler == "paper" else 1  # the ridge sampler's pilot needs a point
     if n_leverage is not None and not (

@@ -126,8 +126,13 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         the papers' setting.
     method : {'diskpca', 'uniform_dislr', 'uniform_batch', 'exact', 'random_features'}, \
 default=None
-        The protocol. None: 'diskpca', or with ``max_words`` the method the
-        word forecast chooses (:func:`kernelscale.horizontal.budget.plan_budget`).
+        The protocol. None: 'diskpca' at ``n_landmarks``, unless the pilot
+        rule of :mod:`kernelscale.horizontal.pilot` shows, from the ridge
+        sampler's uniform pilot, that the energy is spread (a narrow RBF): then
+        'uniform_batch' or 'uniform_dislr' at the same words (dense data, a
+        kernel with a random feature map; the choice is in ``budget_plan_``).
+        With ``max_words``, the method the word forecast and the pilot choose
+        (:func:`kernelscale.horizontal.budget.plan_budget`).
     max_words : int, optional
         A word budget B for the fit (both directions, every message of the
         phase 'fit' counted by the ledger). Before anything is sent, the fit
@@ -276,7 +281,9 @@ default=None
         The method that ran (``method``, or the budget's choice).
     budget_plan_ : BudgetPlan
         With ``max_words``: the chosen method, its forecast and every method's
-        largest setting within the budget.
+        largest setting within the budget; ``pilot`` and ``reason`` say what
+        the pilot showed. A fit with ``method=None`` and no budget that drew
+        the pilot keeps its plan too (``max_words`` there is the default's words).
     kernel_ : Kernel
     n_features_in_ : int
     """
@@ -341,6 +348,8 @@ default=None
         try:
             self.kernel_ = self._make_kernel(self.n_features_in_)
             plan = self._plan_budget(X, info, cluster) if self.max_words is not None else None
+            if plan is None and self._default_draws_pilot(info, cluster):
+                plan = self._default_plan(info)
             self.method_ = plan.method if plan else (self.method or "diskpca")
             desc = f"{type(self).__name__}({self.method_})"
             with track_rounds(cluster, LOGGER, desc, self.verbose):
@@ -348,12 +357,9 @@ default=None
                     self.model_, plan = piloted_fit(
                         cluster, self.kernel_, plan, messages=self.messages,
                         center=bool(self.center), chunk_size=self.chunk_size,
-                        n_leverage=self.n_leverage, random_state=rng)
+                        n_leverage=self.n_leverage, random_state=rng,
+                        redraw=self.max_words is None)
                     self.method_ = plan.method
-                    LOGGER.info("max_words=%s: after a pilot of %d points, %s with %s "
-                                "(forecast %s words): %s", f"{self.max_words:,}",
-                                plan.pilot["n_pilot"], plan.method, plan.forecast.setting,
-                                f"{plan.forecast.words:,}", plan.reason)
                 else:
                     self.model_ = self._run_method(cluster, rng, plan)
         finally:
@@ -362,7 +368,8 @@ default=None
         self.__dict__.pop("budget_plan_", None)
         if plan is not None:
             self.budget_plan_ = plan
-            self._check_budget_kept()
+            if self.max_words is not None:
+                self._check_budget_kept()
         self.eigenvalues_ = self.model_.eigenvalues
         self.explained_variance_ratio_ = _energy_shares(self.eigenvalues_, self.model_.trace)
         if hasattr(self.model_, "landmarks"):
@@ -373,9 +380,14 @@ default=None
         if self.fit_inverse_transform:
             self._fit_inverse_transform()
         self._n_features_out = self.model_.n_components
-        LOGGER.info("%s: %d samples over %d workers, %s fit words, %.2f s", desc,
-                    info.n_samples, info.n_workers,
-                    f"{self.communication_.total_words('fit'):,}", time.perf_counter() - start)
+        choice = ""
+        if plan is not None and plan.pilot is not None:  # the pilot's choice and its reason
+            choice = (f"; after a pilot of {plan.pilot['n_pilot']} points, {plan.method} with "
+                      f"{plan.forecast.setting}: {plan.reason}")
+        LOGGER.info("%s: %d samples over %d workers, %s fit words, %.2f s%s",
+                    f"{type(self).__name__}({self.method_})", info.n_samples, info.n_workers,
+                    f"{self.communication_.total_words('fit'):,}", time.perf_counter() - start,
+                    choice)
         return self
 
     def _check_params(self) -> None:
@@ -454,6 +466,30 @@ default=None
     def _draws_pilot(self, plan) -> bool:
         """Whether a budgeted fit draws a pilot: the forecast chose disKPCA (ridge) freely."""
         return (self.method is None and plan.method == "diskpca" and self.sampler == "ridge")
+
+    def _default_draws_pilot(self, info, cluster) -> bool:
+        """Whether a fit with ``method=None`` and no budget applies the pilot rule.
+
+        At the words of the default (disKPCA, ridge sampler, ``n_landmarks``),
+        on dense data with at least ``n_landmarks`` rows and a kernel with a
+        random feature map; the fit is then the default's, or the method the
+        pilot shows at the same words.
+        """
+        return (self.method is None and self.landmarks is None and self.sampler == "ridge"
+                and kernel_name(self.kernel) in KERNELS and not info.is_sparse
+                and info.n_samples >= self.n_landmarks >= self.n_components
+                and min(info.n_rows) >= 1 and getattr(cluster, "secure_rounds", None) is None)
+
+    def _default_plan(self, info):
+        """The default's words as a budget: disKPCA (ridge) at ``n_landmarks`` within it."""
+        from kernelscale.horizontal.forecast import forecast_words
+
+        options = dict(kernel=self.kernel_, center=bool(self.center), messages=self.messages,
+                       n_leverage=self.n_leverage, chunk_size=self.chunk_size)
+        words = forecast_words("diskpca", info.n_rows, info.n_features, self.n_components,
+                               self.n_landmarks, **options).words
+        return plan_budget(words, info.n_rows, info.n_features, self.n_components,
+                           methods=["diskpca", "uniform_dislr", "uniform_batch"], **options)
 
     def _check_max_words(self, uses_landmarks: bool) -> None:
         if (isinstance(self.max_words, bool) or not isinstance(self.max_words, (int, np.integer))
