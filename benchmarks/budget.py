@@ -77,11 +77,9 @@ METHODS = {"diskpca (ridge)": {"method": "diskpca"},
            "diskpca (paper)": {"method": "diskpca", "sampler": "paper"},
            "uniform + disLR": {"method": "uniform_dislr"},
            "uniform + batch": {"method": "uniform_batch"},
-           "batch + refine": {"method": "batch_refine"},
            "exact": {"method": "exact"}}
 LABELS = {"diskpca": "diskpca (ridge)", "uniform_dislr": "uniform + disLR",
-          "uniform_batch": "uniform + batch", "batch_refine": "batch + refine",
-          "exact": "exact"}
+          "uniform_batch": "uniform + batch", "exact": "exact"}
 COLUMNS = ("dataset", "kernel", "centred", "budget", "seed", "method", "chosen",
            "n_landmarks", "fit_words", "seconds", "error", "excess", "reason")
 

@@ -372,7 +372,7 @@ def ridge_schedule(n_components: int, n_landmarks: int, n_pilot: int | None = No
 
 def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: list[int],
                  n_rows, center: bool, chunk_size: int, rng, ridge_scale: float = 1.0,
-                 redraw: bool = True, pilot=None):
+                 redraw: bool = True, pilot=None, record: list | None = None):
     """The 'ridge' sampler: a uniform pilot P, then rounds of ridge-leverage sampling.
 
     Round j sends the points drawn in round j - 1 (the workers keep all
@@ -389,6 +389,9 @@ def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: l
 
     ``pilot``: ``(P, rows drawn from each worker)`` when the pilot was drawn
     already (a word budget's, :mod:`kernelscale.horizontal.pilot`).
+    ``record``: a list that gets, per ridge round, the landmarks before it,
+    its ridge, the workers' total residual and the points drawn (for the
+    sampling probabilities of :func:`kernelscale.horizontal.hybrid.ridge_batch`).
 
     Returns (Y, the last round's points, points from a uniform fill, mu of the pilot).
     """
@@ -410,5 +413,8 @@ def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: l
         new_points, filled, got = draw_by_residuals(cluster, Y, target, sums,
                                                     np.asarray(n_rows) - received, rng,
                                                     f"ridge sampling {j}", redraw)
+        if record is not None:
+            record.append({"kept": Y, "ridge": settings["ridge"],
+                           "total": float(sum(r[0] for r in sums)), "new": new_points})
         Y, n_fill, received = stack_rows([Y, new_points]), n_fill + filled, received + got
     return Y, new_points, n_fill, ridge

@@ -157,3 +157,138 @@ def forecast_batch_refine(n_rows, n_features: int, n_components: int, n_landmark
     rounds.add(name, UP, "scalars", (r + 1) if center else 1)
     rounds.add("batch + refine: components", DOWN, "model", r * k + (r if center else 0))
     return Forecast(method="batch_refine", n_landmarks=n_y, messages=tuple(rounds.messages))
+
+
+# ----------------------------------------------------------------------------- ridge + batch
+
+def weighted_kpca(Y, kernel: Kernel, n_components: int, center: bool,
+                  weights: np.ndarray) -> KernelPCAModel:
+    """Kernel PCA of the points Y weighted by ``weights`` (importance weights of a sample).
+
+    With ``D = diag(weights / sum(weights))`` and ``K_c`` the kernel matrix
+    centred on the weighted mean, the top-k eigenpairs (lambda, v) of
+    ``D^1/2 K_c D^1/2`` give the components ``C = D^1/2 v lambda^-1/2``,
+    orthonormal in feature space; centred, ``C' = (I - d 1^T) C`` and the
+    centre ``K d`` make ``transform(x) = C'^T (k(Y, x) - K d)``.
+    """
+    K = kernel(Y, Y, dtype=np.float64)
+    d = np.asarray(weights, dtype=float)
+    d = d / d.sum()
+    center_row = None
+    if center:
+        center_row = K @ d
+        K = K - center_row[None, :] - center_row[:, None] + float(d @ center_row)
+    root = np.sqrt(d)
+    with one_blas_thread():
+        w, V = top_eigh(root[:, None] * K * root[None, :], n_components)
+    keep = w > 1e-12 * w[0] if w.size and w[0] > 0 else np.zeros(w.size, bool)
+    w, V = w[keep], V[:, keep]
+    coef, w = cap_at_rank(root[:, None] * V / np.sqrt(w), w, n_components,
+                          "The weighted kernel matrix", stacklevel=3)
+    if center:
+        coef = coef - np.outer(d, coef.sum(axis=0))
+    trace = float((d * np.diag(K)).sum())  # the weighted sample's energy per point
+    return KernelPCAModel(kernel=kernel, landmarks=Y, coef=coef, eigenvalues=w,
+                          center=center_row, trace=trace)
+
+
+@worker_step
+def store_ridge_batch_model_step(state, message):
+    """Y = the landmarks the worker holds from the ridge rounds + the last round's; keep C, m."""
+    from kernelscale.horizontal.sampling import stack_rows
+
+    held = getattr(state, "held_landmarks", None)
+    new = message["raw_points"]
+    state.landmarks = new if held is None else stack_rows([held, new])
+    state.coef, state.center, kernel = message["model"]
+    state.kernel = Kernel.from_dict(kernel)
+
+
+def ridge_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
+                n_landmarks: int = 400, n_leverage: int | None = None, center: bool = False,
+                chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None, redraw: bool = True,
+                **_) -> KernelPCAModel:
+    """Ridge-chosen points sent raw to the master, then weighted kernel PCA there.
+
+    The ridge sampler of :func:`kernelscale.horizontal.diskpca.ridge_sample`
+    (its uniform pilot and ridge rounds), then, instead of disLR's Gram
+    message, kernel PCA of Y at the master with Horvitz-Thompson weights
+    ``1 / q(a)``: ``q = |P| / n`` for the pilot and ``q = min(1, c_j r_j(a) / R_j)``
+    for the ``c_j`` points drawn in ridge round j by their ridge residual
+    ``r_j`` (total ``R_j``, from the workers' replies). The model goes to the
+    workers, which hold every landmark but the last round's ('ridge + batch:
+    landmarks and components').
+    """
+    from kernelscale.horizontal.diskpca import ridge_sample, ridge_schedule
+    from kernelscale.horizontal.sampling import stack_rows
+
+    rng = as_generator(random_state)
+    cluster.reset()
+    info = validate_cluster(cluster)
+    check_kernel_input(kernel, info)
+    n_landmarks = check_budgets(info, n_components, n_landmarks)
+    targets = ridge_schedule(n_components, n_landmarks, n_leverage)
+    record: list = []
+    Y, new_points, _, _ = ridge_sample(cluster, kernel, n_components, targets,
+                                       np.array(info.n_rows), center, int(chunk_size), rng,
+                                       redraw=redraw, record=record)
+    n = info.n_samples
+    n_pilot = Y.shape[0] - sum(r["new"].shape[0] for r in record)
+    weights = [np.full(n_pilot, n / n_pilot)]
+    for r in record:
+        S, new = r["kept"], r["new"]
+        if new.shape[0] == 0:
+            continue
+        K_ss = kernel(S, S, dtype=np.float64)
+        K_sa = kernel(S, new, dtype=np.float64)
+        sol = np.linalg.solve(K_ss + r["ridge"] * np.eye(S.shape[0]) + 1e-12 * np.trace(K_ss)
+                              / S.shape[0] * np.eye(S.shape[0]), K_sa)
+        residual = np.maximum(kernel.diag(new) - np.einsum("ij,ij->j", K_sa, sol), 1e-300)
+        q = np.minimum(1.0, new.shape[0] * residual / max(r["total"], 1e-300))
+        weights.append(1.0 / q)
+    model = weighted_kpca(Y, kernel, n_components, center, np.concatenate(weights))
+    held = stack_rows([r["kept"] for r in record[-1:]]) if record else None
+    n_held = 0 if held is None else held.shape[0]
+    cluster.broadcast_map(
+        store_ridge_batch_model_step,
+        Tagged(raw_points=Y[n_held:], model=[model.coef, model.center, kernel.to_dict()]),
+        round="ridge + batch: landmarks and components", reply_kind="model")
+    model.info = {"method": "ridge_batch", "n_pilot": n_pilot}
+    return model
+
+
+def forecast_ridge_batch(n_rows, n_features: int, n_components: int, n_landmarks: int, *,
+                         kernel, center: bool, n_leverage: int | None = None,
+                         chunk_size: int = DEFAULT_CHUNK_SIZE):
+    """The words of :func:`ridge_batch` on dense rows (as the ledger counts them)."""
+    from kernelscale.horizontal.diskpca import ridge_schedule
+    from kernelscale.horizontal.forecast import (
+        Forecast,
+        _as_kernel,
+        _draw,
+        _Rounds,
+        _uniform_sample,
+    )
+    from kernelscale.runtime.ledger import DOWN, UP, count_words
+
+    kernel = _as_kernel(kernel, n_features)
+    n_y = min(int(n_landmarks), sum(n_rows))
+    point, k = float(n_features), n_components
+    rounds = _Rounds(len(n_rows))
+    targets = ridge_schedule(k, n_y, n_leverage)
+    _uniform_sample(rounds, "pilot sampling", targets[0], point)
+    for j in range(1, len(targets)):
+        name = f"ridge sampling {j}"
+        settings = {"ridge": 0.0}
+        if j == 1:
+            settings = {"kernel": kernel.to_dict(), "chunk_size": int(chunk_size), **settings}
+        sent = targets[j - 1] - (targets[j - 2] if j >= 2 else 0)
+        rounds.add(f"{name}: residuals", DOWN, "raw_points", sent * point)
+        rounds.add(f"{name}: residuals", DOWN, "model", count_words(settings))
+        rounds.add(f"{name}: residuals", UP, "scalars", 2)
+        _draw(rounds, name, targets[j] - targets[j - 1], point)
+    new = targets[-1] - (targets[-2] if len(targets) > 1 else 0)
+    rounds.add("ridge + batch: landmarks and components", DOWN, "raw_points", new * point)
+    rounds.add("ridge + batch: landmarks and components", DOWN, "model",
+               n_y * k + (n_y if center else 0) + count_words(kernel.to_dict()))
+    return Forecast(method="ridge_batch", n_landmarks=n_y, messages=tuple(rounds.messages))
