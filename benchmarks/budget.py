@@ -245,6 +245,10 @@ def cell_table(rows: list[dict]):
         best = min((m for m in mean if m != "budget"), key=mean.get)
         mine = mean["budget"]
         ratio = mine / mean[best] if mean[best] > 0 else float("inf")
+        # the standard error of the difference of the two means (seeds are independent draws)
+        spread = [np.var([methods[m][s]["excess"] for s in seeds], ddof=1) / len(seeds)
+                  if len(seeds) > 1 else float("nan") for m in ("budget", best)]
+        noise = float(np.sqrt(sum(spread)))
         met = mean[best] < AT_OPTIMUM or mine <= TOLERANCE * mean[best]
         chosen = defaultdict(int)
         for s in seeds:
@@ -252,9 +256,39 @@ def cell_table(rows: list[dict]):
         over = [s for s in seeds if methods["budget"][s]["fit_words"] > key[3]]
         out.append({"key": key, "seeds": seeds, "mean": mean, "seconds": secs, "words": words,
                     "best": best, "ratio": ratio, "met": met, "chosen": dict(chosen),
+                    "noise": noise,
                     "over": over,
                     "size": float(np.mean([methods["budget"][s]["n_landmarks"] for s in seeds]))})
     return out
+
+
+SHORT = {"diskpca (ridge)": "R", "uniform + disLR": "U", "uniform + batch": "B", "exact": "E"}
+
+
+def compact_table(table) -> str:
+    """Budgeted / best mean excess per (data, kernel, centring) and B, with what was chosen.
+
+    R: disKPCA (ridge), U: uniform + disLR, B: uniform + batch, E: exact; '*' marks a
+    cell that misses 1.1x; '=' a cell at the optimum (best excess < 1e-6).
+    """
+    rows = defaultdict(dict)
+    for c in table:
+        d, k, centred, b = c["key"]
+        picks = "".join(SHORT.get(m, "?") for m, _ in sorted(c["chosen"].items(),
+                                                               key=lambda kv: -kv[1]))
+        mark = "=" if c["mean"][c["best"]] < AT_OPTIMUM else ("" if c["met"] else "*")
+        rows[(d, k, centred)][b] = f"{min(c['ratio'], 999):.2f}{mark} {picks}"
+    lines = ["| data | kernel | c/u | " + " | ".join(f"{b:,}" for b in BUDGETS) + " |",
+             "|" + "---|" * (len(BUDGETS) + 3)]
+    for (d, k, centred), cells in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1],
+                                                                        not kv[0][2])):
+        lines.append(f"| {d} | {KERNEL_LABELS[k]} | {'c' if centred else 'u'} | "
+                     + " | ".join(cells.get(b, "-") for b in BUDGETS) + " |")
+    lines += ["", "Each cell: the budgeted fit's mean excess over the best method's, then "
+              "what it chose (R: disKPCA with the ridge sampler, U: uniform + disLR, B: "
+              "uniform + batch, E: exact; most frequent first). *: above 1.1; =: the best "
+              "excess is below 1e-6 (met)."]
+    return "\n".join(lines)
 
 
 def _g(value: float) -> str:
@@ -288,10 +322,19 @@ def write_summary(rows: list[dict], out: Path) -> None:
         f"{len(table) - len(missed)} of {len(table)} cells. {verdict(not missed)}",
     ]
     if missed:
-        lines.append("- Cells that miss (budgeted / best excess, the best method): " + "; ".join(
-            f"{d} {KERNEL_LABELS[k]} {'c' if c else 'u'} B={b:,}: {_g(x['mean']['budget'])} / "
-            f"{_g(x['mean'][x['best']])} = {x['ratio']:.2f}x ({x['best']})"
-            for x in missed for d, k, c, b in [x["key"]]) + ".")
+        within = [x for x in missed
+                  if x["mean"]["budget"] - x["mean"][x["best"]] <= 2 * x["noise"]]
+        lines.append("- Cells that miss (budgeted / best excess = ratio, the best method; "
+                     "'noise': the gap is within 2 standard errors of the difference of the "
+                     "means over seeds): " + "; ".join(
+                         f"{d} {KERNEL_LABELS[k]} {'c' if c else 'u'} B={b:,}: "
+                         f"{_g(x['mean']['budget'])} / {_g(x['mean'][x['best']])} = "
+                         f"{x['ratio']:.2f}x ({x['best']}"
+                         f"{', noise' if x in within else ''})"
+                         for x in missed for d, k, c, b in [x["key"]]) + ".")
+        lines.append(f"- Of the {len(missed)} misses, {len(within)} are within 2 standard "
+                     f"errors (the budgeted fit and the best method are different random "
+                     f"draws); {len(missed) - len(within)} are not.")
     chosen = defaultdict(int)
     for c in table:
         for m, n in c["chosen"].items():
@@ -312,6 +355,7 @@ def write_summary(rows: list[dict], out: Path) -> None:
         lines.append(f"| {d} | {KERNEL_LABELS[k]} | {'c' if centred else 'u'} | {b:,} | "
                      f"{len(c['seeds'])} | {what} ({c['size']:.0f}) | " + " | ".join(cells)
                      + f" | {c['best']} | {c['ratio']:.2f} | {'yes' if c['met'] else '**no**'} |")
+    lines += ["", "## Compact", "", compact_table(table)]
     lines += ["", "Words: every fit's ledger is within B (the sized methods at their largest "
               "|Y| within B; the words themselves are in results.csv).", ""]
     (out / "summary.md").write_text("\n".join(lines))

@@ -319,3 +319,18 @@ def test_the_default_fit_is_unchanged_where_the_ridge_plan_holds():
     np.testing.assert_array_equal(est.landmarks_, plain.landmarks_)
     np.testing.assert_array_equal(est.dual_coef_, plain.dual_coef_)
     assert est.communication_ == plain.communication_
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_piloted_fit_of_sparse_rows_stays_within_the_budget(seed):
+    rng = np.random.default_rng(seed)
+    X = sp.random(600, 40, density=0.1, format="csr", random_state=seed)
+    X.data = rng.normal(size=X.nnz)
+    X = X[np.diff(X.indptr) > 0]
+    parts = split(X, make_partition(X.shape[0], 4, "power_law", random_state=seed))
+    for gamma in (0.05, 5.0):  # a wide and a narrow RBF
+        est = DistributedKernelPCA(3, gamma=gamma, max_words=25_000, random_state=seed)
+        est.fit(parts)
+        plan = est.budget_plan_
+        assert plan.pilot is not None and not plan.forecast.exact
+        assert est.communication_.total_words("fit") <= plan.forecast.words <= 25_000
