@@ -269,15 +269,17 @@ def compact_table(table) -> str:
     """Budgeted / best mean excess per (data, kernel, centring) and B, with what was chosen.
 
     R: disKPCA (ridge), U: uniform + disLR, B: uniform + batch, E: exact; '*' marks a
-    cell that misses 1.1x; '=' a cell at the optimum (best excess < 1e-6).
+    cell that misses 1.1x; 'opt' a cell at the optimum (best excess < 1e-6).
     """
     rows = defaultdict(dict)
     for c in table:
         d, k, centred, b = c["key"]
         picks = "".join(SHORT.get(m, "?") for m, _ in sorted(c["chosen"].items(),
                                                                key=lambda kv: -kv[1]))
-        mark = "=" if c["mean"][c["best"]] < AT_OPTIMUM else ("" if c["met"] else "*")
-        rows[(d, k, centred)][b] = f"{min(c['ratio'], 999):.2f}{mark} {picks}"
+        if c["mean"][c["best"]] < AT_OPTIMUM:
+            rows[(d, k, centred)][b] = f"opt {picks}"
+        else:
+            rows[(d, k, centred)][b] = f"{c['ratio']:.2f}{'' if c['met'] else '*'} {picks}"
     lines = ["| data | kernel | c/u | " + " | ".join(f"{b:,}" for b in BUDGETS) + " |",
              "|" + "---|" * (len(BUDGETS) + 3)]
     for (d, k, centred), cells in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1],
@@ -286,7 +288,7 @@ def compact_table(table) -> str:
                      + " | ".join(cells.get(b, "-") for b in BUDGETS) + " |")
     lines += ["", "Each cell: the budgeted fit's mean excess over the best method's, then "
               "what it chose (R: disKPCA with the ridge sampler, U: uniform + disLR, B: "
-              "uniform + batch, E: exact; most frequent first). *: above 1.1; =: the best "
+              "uniform + batch, E: exact; most frequent first). *: above 1.1; opt: the best "
               "excess is below 1e-6 (met)."]
     return "\n".join(lines)
 
@@ -342,15 +344,16 @@ def write_summary(rows: list[dict], out: Path) -> None:
     picks = ", ".join(f"{m} {n}" for m, n in sorted(chosen.items()))
     lines += [f"- The budgeted fit chose: {picks} (fits).", "",
               "## Every cell", "",
-              "Mean excess (mean seconds of the fit) per method; `budget` is the budgeted fit, "
-              "with what it chose and |Y|. c/u: centred/uncentred. ratio: budget / best.", "",
+              "Mean excess (mean fit words in thousands, mean seconds of the fit) per method; "
+              "`budget` is the budgeted fit, with what it chose and its mean |Y|. c/u: "
+              "centred/uncentred. ratio: budget / best.", "",
               "| data | kernel | c/u | B | seeds | chosen (mean |Y|) | "
               + " | ".join(order) + " | best | ratio | met |",
               "|" + "---|" * (len(order) + 9)]
     for c in table:
         d, k, centred, b = c["key"]
-        cells = [f"{_g(c['mean'][m])} ({c['seconds'][m]:.1f}s)" if m in c["mean"] else "-"
-                 for m in order]
+        cells = [f"{_g(c['mean'][m])} ({c['words'][m] / 1000:.0f}k, {c['seconds'][m]:.1f}s)"
+                 if m in c["mean"] else "-" for m in order]
         what = ", ".join(f"{m} x{n}" for m, n in sorted(c["chosen"].items()))
         lines.append(f"| {d} | {KERNEL_LABELS[k]} | {'c' if centred else 'u'} | {b:,} | "
                      f"{len(c['seeds'])} | {what} ({c['size']:.0f}) | " + " | ".join(cells)
