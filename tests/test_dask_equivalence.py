@@ -21,9 +21,9 @@ import scipy.sparse as sp
 
 distributed = pytest.importorskip("distributed")
 
+from kernelscale.backends.dask.cluster import DaskCluster  # noqa: E402
+from kernelscale.backends.local import LocalCluster  # noqa: E402
 from kernelscale.kernels import make_kernel  # noqa: E402
-from kernelscale.runtime import LocalCluster  # noqa: E402
-from kernelscale.runtime.dask import DaskCluster  # noqa: E402
 
 cloudpickle = pytest.importorskip("cloudpickle")
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # exit_process runs on a worker
@@ -184,6 +184,26 @@ def test_estimator_with_landmarks_and_a_direct_kernel_on_dask(client, kernel):
     np.testing.assert_allclose(local.transform(X), remote.transform(X), rtol=TOL, atol=TOL)
     assert local.communication_ == remote.communication_
     assert remote.communication_.total_words("fit", kind="raw_points") == 0
+
+
+@pytest.mark.parametrize("method", ["uniform_batch", "exact"])
+def test_a_lambda_kernel_fits_on_dask_with_the_master_only_methods(client, method):
+    """README: a lambda works on Dask with 'uniform_batch' / 'exact', which evaluate the
+    kernel at the master only (the workers used to resolve it when storing the model, and
+    failed); 'uniform_dislr' refuses it up front and recommends exactly these two."""
+    horizontal = optional("kernelscale.horizontal")
+    parts = horizontal_data()
+    kernel = lambda x, y: float(np.exp(-0.1 * np.sum((x - y) ** 2)))  # noqa: E731
+    params = dict(kernel=kernel, method=method, n_landmarks=30, n_components=3,
+                  random_state=3)
+    local = horizontal.DistributedKernelPCA(**params).fit(parts)
+    remote = horizontal.DistributedKernelPCA(**params, backend="dask", client=client).fit(parts)
+    X = np.vstack(parts)[:40]
+    np.testing.assert_allclose(local.transform(X), remote.transform(X), rtol=TOL, atol=TOL)
+    assert local.communication_ == remote.communication_
+    with pytest.raises(ValueError, match="method='uniform_batch' or 'exact'"):
+        horizontal.DistributedKernelPCA(**{**params, "method": "uniform_dislr"},
+                                        backend="dask", client=client).fit(parts)
 
 
 async def exit_process():

@@ -10,12 +10,14 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from kernelscale.cluster_factory import cluster_options, make_cluster
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, kernel_name, make_kernel
 from kernelscale.linalg import like_input, preserved_dtypes
 from kernelscale.partition import feature_block_partition
 from kernelscale.progress import get_logger, track_rounds, verbosity
-from kernelscale.runtime import Ledger, make_cluster
-from kernelscale.runtime.build import cluster_options, is_loader, is_loader_list
+from kernelscale.runtime import Ledger
+from kernelscale.runtime.inputs import is_loader, is_loader_list, load_partition
+from kernelscale.runtime.validation import check_real
 from kernelscale.vertical.oneshot import VERTICAL_KERNELS, one_shot_kpca, validate_vertical
 from kernelscale.vertical.projection import vertical_transform
 
@@ -30,12 +32,10 @@ def stack_rows(train, new):
     """A party's block for a transform: its training rows, then the new samples' rows.
 
     Either part may be a loader (a path or a callable, see
-    :func:`kernelscale.runtime.make_cluster`); ``functools.partial(stack_rows, ...)``
+    :func:`kernelscale.make_cluster`); ``functools.partial(stack_rows, ...)``
     is itself a picklable loader, so on Dask the party loads its training block on
     its own worker.
     """
-    from kernelscale.runtime.dask_actor import load_partition
-
     train = load_partition(train) if is_loader(train) else train
     new = load_partition(new) if is_loader(new) else new
     if np.ndim(new) != 2 or new.shape[1] != train.shape[1]:
@@ -137,7 +137,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     parties' own storage and are never sent.
 
     ``fit`` and ``transform`` also take one loader per party (a file path or a
-    picklable callable, as in :func:`kernelscale.runtime.make_cluster`): on Dask each
+    picklable callable, as in :func:`kernelscale.make_cluster`): on Dask each
     party loads its block on its own worker, and ``X_fit_blocks_`` keeps the
     loaders, so ``transform`` has each party reload its training block there and
     append the new samples' block (given as arrays, sent to the party that holds
@@ -208,6 +208,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         if is_loader_list(X):
             return self._fit_loaders(list(X))
         if _is_block_list(X):
+            check_real(X)
             blocks = [check_array(b, dtype=[np.float64, np.float32]) for b in X]
             sizes = [b.shape[1] for b in blocks]
             self.feature_blocks_ = feature_block_partition(sum(sizes), sizes)
@@ -219,6 +220,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                     "must hold its features of the same samples."
                 )
         else:
+            check_real(X)
             X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
             blocks_spec = min(2, X.shape[1]) if self.feature_blocks is None else self.feature_blocks
             self.feature_blocks_ = feature_block_partition(X.shape[1], blocks_spec)
@@ -295,6 +297,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                 )
             new_blocks = list(X)
         elif _is_block_list(X):
+            check_real(X)
             new_blocks = [check_array(b, dtype=[np.float64, np.float32]) for b in X]
             sizes = tuple(b.shape[1] for b in new_blocks)
             if sizes != tuple(len(c) for c in self.feature_blocks_):
@@ -303,6 +306,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                     f"{[len(c) for c in self.feature_blocks_]}."
                 )
         else:
+            check_real(X)
             X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
             new_blocks = [X[:, cols] for cols in self.feature_blocks_]
         pairs = list(zip(self.X_fit_blocks_, new_blocks, strict=True))
