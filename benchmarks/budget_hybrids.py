@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from budget import OUT, REFS, Cache, load_data, n_workers  # noqa: E402
 from sampler import KERNEL_LABELS, make_setting_kernel, references  # noqa: E402
 
+from kernelscale.backends.local import LocalCluster  # noqa: E402
 from kernelscale.bench import write_rows  # noqa: E402
 from kernelscale.horizontal import distributed_error  # noqa: E402
 from kernelscale.horizontal.hybrid import (  # noqa: E402
@@ -42,7 +43,6 @@ from kernelscale.horizontal.hybrid import (  # noqa: E402
     ridge_batch,
 )
 from kernelscale.partition import make_partition, split  # noqa: E402
-from kernelscale.runtime import LocalCluster  # noqa: E402
 
 K = 10
 SETTINGS = (("digits", "rbf0.2"), ("letter", "rbf0.2"), ("satellite", "rbf0.2"),

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.horizontal.evaluate import distributed_error
 from kernelscale.horizontal.hybrid import (
     batch_refine,
@@ -14,7 +15,6 @@ from kernelscale.horizontal.landmarks import landmark_dislr
 from kernelscale.kernels import make_kernel
 from kernelscale.metrics.lowrank import exact_kpca_reference, kernel_mean_norm_sq
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import LocalCluster
 
 D = 6
 
