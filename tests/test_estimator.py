@@ -83,7 +83,8 @@ def _estimator(**kwargs):
 def test_fit_partitions_equals_protocol_on_cluster():
     X = _data()
     parts = split(X, make_partition(150, 3, random_state=5))
-    est = _estimator(messages="sketch", center=False).fit(parts)  # the paper's (uncentred)
+    est = _estimator(method="diskpca", messages="sketch",
+                     center=False).fit(parts)  # the paper's (uncentred)
     cluster = LocalCluster(parts)
     model = diskpca(cluster, make_kernel("rbf", gamma=0.2), n_components=3, messages="sketch",
                     random_state=0, **SMALL)
@@ -98,7 +99,8 @@ def test_fit_partitions_equals_protocol_on_cluster():
 
 def test_fit_x_splits_with_the_partitioner_then_runs_the_protocol():
     X = _data()
-    est = _estimator(partition="uniform", center=False, random_state=7).fit(X)
+    est = _estimator(method="diskpca", partition="uniform", center=False,
+                     random_state=7).fit(X)
     rng = as_generator(7)
     parts = split(X, make_partition(150, 3, "uniform", random_state=rng))
     cluster = LocalCluster(parts)

@@ -40,6 +40,7 @@ from kernelscale.horizontal.diskpca import SAMPLERS, diskpca
 from kernelscale.horizontal.evaluate import distributed_error
 from kernelscale.horizontal.forecast import MIN_FIT_ROWS, max_row_nnz_of
 from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
+from kernelscale.horizontal.pilot import piloted_fit
 from kernelscale.horizontal.preimage import apply_preimage, fit_preimage
 from kernelscale.kernels import KERNELS, Kernel, is_importable, kernel_name, make_kernel
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
@@ -143,8 +144,13 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         the papers' setting.
     method : {'diskpca', 'uniform_dislr', 'uniform_batch', 'exact', 'random_features'}, \
 default=None
-        The protocol. None: 'diskpca', or with ``max_words`` the method the
-        word forecast chooses (:func:`kernelscale.horizontal.budget.plan_budget`).
+        The protocol. None: 'diskpca' at ``n_landmarks``, unless the pilot
+        rule of :mod:`kernelscale.horizontal.pilot` shows, from the ridge
+        sampler's uniform pilot, that the energy is spread (a narrow RBF): then
+        'uniform_batch' or 'uniform_dislr' at the same words (dense data, a
+        kernel with a random feature map; the choice is in ``budget_plan_``).
+        With ``max_words``, the method the word forecast and the pilot choose
+        (:func:`kernelscale.horizontal.budget.plan_budget`).
     max_words : int, optional
         A word budget B for the fit (both directions, every message of the
         phase 'fit' counted by the ledger). Before anything is sent, the fit
@@ -154,7 +160,14 @@ default=None
         :func:`~kernelscale.horizontal.budget.plan_budget` picks within B:
         'exact' when all the data and its model fit in B, else disKPCA at the
         most landmarks B buys (``method`` restricts the choice to one method,
-        sized to B; ``n_landmarks`` is then ignored). Its sampling never draws
+        sized to B; ``n_landmarks`` is then ignored). When that choice is
+        disKPCA with the ridge sampler (and ``method`` is None), the fit first
+        draws the sampler's uniform pilot (counted in B) and, where the pilot's
+        kernel matrix shows the energy spread (a narrow RBF), switches to
+        uniform + batch KPCA or uniform + disLR resized to B, the pilot being
+        the first part of their sample (:mod:`kernelscale.horizontal.pilot`);
+        the choice and its reason are in ``budget_plan_`` and the INFO log.
+        Its sampling never draws
         again for copies of drawn points held by other workers (Y is then a few
         points short), so the ledger shows at most B words; sparse rows are
         forecast at the largest row's size. A budget below what k components
@@ -286,7 +299,9 @@ default=None
         The method that ran (``method``, or the budget's choice).
     budget_plan_ : BudgetPlan
         With ``max_words``: the chosen method, its forecast and every method's
-        largest setting within the budget.
+        largest setting within the budget; ``pilot`` and ``reason`` say what
+        the pilot showed. A fit with ``method=None`` and no budget that drew
+        the pilot keeps its plan too (``max_words`` there is the default's words).
     kernel_ : Kernel
     n_features_in_ : int
     """
@@ -380,17 +395,28 @@ default=None
         try:
             self.kernel_ = self._make_kernel(self.n_features_in_)
             plan = self._plan_budget(X, info, cluster) if self.max_words is not None else None
+            if plan is None and self._default_draws_pilot(info, cluster):
+                plan = self._default_plan(info)
             self.method_ = plan.method if plan else (self.method or "diskpca")
             desc = f"{type(self).__name__}({self.method_})"
             with track_rounds(cluster, LOGGER, desc, self.verbose):
-                self.model_ = self._run_method(cluster, rng, plan)
+                if plan is not None and self._draws_pilot(plan):
+                    self.model_, plan = piloted_fit(
+                        cluster, self.kernel_, plan, messages=self.messages,
+                        center=bool(self.center), chunk_size=self.chunk_size,
+                        n_leverage=self.n_leverage, random_state=rng,
+                        redraw=self.max_words is None)
+                    self.method_ = plan.method
+                else:
+                    self.model_ = self._run_method(cluster, rng, plan)
         finally:
             cluster.close()
         self.communication_ = cluster.ledger
         self.__dict__.pop("budget_plan_", None)
         if plan is not None:
             self.budget_plan_ = plan
-            self._check_budget_kept()
+            if self.max_words is not None:
+                self._check_budget_kept()
         self.eigenvalues_ = self.model_.eigenvalues
         self.explained_variance_ratio_ = _energy_shares(self.eigenvalues_, self.model_.trace)
         if hasattr(self.model_, "landmarks"):
@@ -401,9 +427,14 @@ default=None
         if self.fit_inverse_transform:
             self._fit_inverse_transform()
         self._n_features_out = self.model_.n_components
-        LOGGER.info("%s: %d samples over %d workers, %s fit words, %.2f s", desc,
-                    info.n_samples, info.n_workers,
-                    f"{self.communication_.total_words('fit'):,}", time.perf_counter() - start)
+        choice = ""
+        if plan is not None and plan.pilot is not None:  # the pilot's choice and its reason
+            choice = (f"; after a pilot of {plan.pilot['n_pilot']} points, {plan.method} with "
+                      f"{plan.forecast.setting}: {plan.reason}")
+        LOGGER.info("%s: %d samples over %d workers, %s fit words, %.2f s%s",
+                    f"{type(self).__name__}({self.method_})", info.n_samples, info.n_workers,
+                    f"{self.communication_.total_words('fit'):,}", time.perf_counter() - start,
+                    choice)
         return self
 
     def _check_params(self) -> None:
@@ -470,6 +501,34 @@ default=None
             embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
             embedding_dtype=self.embedding_dtype, sampler=self.sampler, **sizes, **common)
 
+    def _draws_pilot(self, plan) -> bool:
+        """Whether a budgeted fit draws a pilot: the forecast chose disKPCA (ridge) freely."""
+        return (self.method is None and plan.method == "diskpca" and self.sampler == "ridge")
+
+    def _default_draws_pilot(self, info, cluster) -> bool:
+        """Whether a fit with ``method=None`` and no budget applies the pilot rule.
+
+        At the words of the default (disKPCA, ridge sampler, ``n_landmarks``),
+        on dense data with at least ``n_landmarks`` rows and a kernel with a
+        random feature map; the fit is then the default's, or the method the
+        pilot shows at the same words.
+        """
+        return (self.method is None and self.landmarks is None and self.sampler == "ridge"
+                and kernel_name(self.kernel) in KERNELS and not info.is_sparse
+                and info.n_samples >= self.n_landmarks >= self.n_components
+                and min(info.n_rows) >= 1 and getattr(cluster, "secure_rounds", None) is None)
+
+    def _default_plan(self, info):
+        """The default's words as a budget: disKPCA (ridge) at ``n_landmarks`` within it."""
+        from kernelscale.horizontal.forecast import forecast_words
+
+        options = dict(kernel=self.kernel_, center=bool(self.center), messages=self.messages,
+                       n_leverage=self.n_leverage, chunk_size=self.chunk_size)
+        words = forecast_words("diskpca", info.n_rows, info.n_features, self.n_components,
+                               self.n_landmarks, **options).words
+        return plan_budget(words, info.n_rows, info.n_features, self.n_components,
+                           methods=["diskpca", "uniform_dislr", "uniform_batch"], **options)
+
     def _check_max_words(self, uses_landmarks: bool) -> None:
         if uses_landmarks:
             raise ValueError("max_words chooses the landmarks within the budget; give "
@@ -495,9 +554,10 @@ default=None
             methods=None if self.method is None else [self.method],
             messages=self.messages, n_leverage=self.n_leverage, chunk_size=self.chunk_size,
             **options)
-        LOGGER.info("max_words=%s: %s with %s (forecast %s words; %s)", f"{self.max_words:,}",
+        LOGGER.info("max_words=%s: %s with %s (forecast %s words; %s)%s", f"{self.max_words:,}",
                     plan.method, plan.forecast.setting, f"{plan.forecast.words:,}",
-                    plan.reason)
+                    plan.reason, "; its uniform pilot may change the method"
+                    if self._draws_pilot(plan) else "")
         return plan
 
     def _check_budget_kept(self) -> None:
