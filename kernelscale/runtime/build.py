@@ -27,6 +27,7 @@ import scipy.sparse as sp
 from kernelscale.runtime.cluster import Cluster, LocalCluster, effective_n_jobs
 from kernelscale.runtime.validation import PartitionInfo, validate_cluster
 
+#: The values ``backend=`` accepts: in-process, Dask, Flower.
 BACKENDS = ("local", "dask", "flower")
 FLOAT_DTYPES = [np.float64, np.float32]
 

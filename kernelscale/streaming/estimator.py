@@ -22,6 +22,7 @@ from kernelscale.progress import get_logger, progress_bar, verbosity
 from kernelscale.streaming.baselines import RNCA, StreamingNystrom
 from kernelscale.streaming.skpca import SKPCA, StreamingMethod, check_positive_int
 
+#: The ``model_type`` a saved streaming model carries in its JSON header.
 MODEL_TYPE = "streaming_kpca"
 METHODS = {"skpca": SKPCA, "rnca": RNCA, "nystrom": StreamingNystrom}
 LOGGER = get_logger("streaming")
