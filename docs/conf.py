@@ -69,6 +69,7 @@ sphinx_gallery_conf = {
     "plot_gallery": "True",
     "reference_url": {"kernelscale": None},
     "matplotlib_animations": False,
+    "write_computation_times": False,
 }
 
 # -- HTML ----------------------------------------------------------------------------------
@@ -94,15 +95,19 @@ import apigen  # noqa: E402
 
 apigen.write_pages()
 
+import resultsgen  # noqa: E402
+
+resultsgen.write_pages()
+
 # Each estimator's page ends with its paper and the user-guide pages that explain it.
 ESTIMATOR_LINKS = {
     "DistributedKernelPCA": (
-        "paper-001", ":doc:`/guide/methods`, :doc:`/guide/communication`, "
+        "paper-001", ":doc:`/methods`, :doc:`/communication`, "
         ":doc:`/auto_examples/plot_first_fit`, :doc:`/auto_examples/plot_word_budget`"),
     "VerticalKernelPCA": (
         "paper-002", ":doc:`/vertical`, :doc:`/auto_examples/plot_vertical_parties`"),
     "FederatedKernelKMeans": (
-        "paper-003", ":doc:`/federated`, :doc:`/guide/flower`, "
+        "paper-003", ":doc:`/federated`, :doc:`/flower`, "
         ":doc:`/auto_examples/plot_federated_dropout`"),
     "DistributedSpectralClustering": ("paper-001", ":doc:`/federated`"),
     "StreamingKernelPCA": (

@@ -1,0 +1,81 @@
+"""Write one page per benchmark result (docs/results/*.md) that includes what the benchmark wrote.
+
+Run by ``conf.py`` before every build. The pages hold no number of their own: each
+includes the ``summary.md`` a benchmark script wrote under ``benchmarks/results/`` and
+shows its figures, so a rerun of the benchmark is what changes the site.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = ROOT / "benchmarks" / "results"
+OUT = HERE / "results"
+
+#: Which script or command writes each result (the default: benchmarks/NAME.py).
+PRODUCERS = {
+    "diskpca_words": "python benchmarks/diskpca_words.py",
+}
+
+
+def producer(name: str) -> str:
+    if name in PRODUCERS:
+        return PRODUCERS[name]
+    top = name.split("/")[0]
+    if (ROOT / "benchmarks" / f"{top}.py").exists():
+        return f"python benchmarks/{top}.py"
+    return f"kernelscale bench {top} --plot"
+
+
+def summaries() -> list[tuple[str, Path]]:
+    """(page name, summary file) for every committed benchmark summary."""
+    found = []
+    for summary in sorted(RESULTS.rglob("summary.md")):
+        run = summary.parent.relative_to(RESULTS)
+        if "quick" in run.parts:
+            continue
+        found.append(("_".join(run.parts), summary))
+    for table in sorted(RESULTS.glob("*.md")):
+        found.append((table.stem, table))
+    return found
+
+
+def title_of(summary: Path) -> tuple[str, int]:
+    """The summary's first heading and the line after it (what the page includes)."""
+    lines = summary.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("# "):
+            return line[2:].strip(), i + 1
+    return summary.parent.name, 0
+
+
+def write_pages() -> list[str]:
+    shutil.rmtree(OUT, ignore_errors=True)
+    OUT.mkdir()
+    names = []
+    for name, summary in summaries():
+        title, start = title_of(summary)
+        source = Path("..", "..", summary.relative_to(ROOT)).as_posix()
+        folder = summary.parent.relative_to(ROOT).as_posix()
+        lines = [f"# {title}", "",
+                 f"Written by `{producer(name)}` into `{folder}/`"
+                 + (" (this page includes its `summary.md`; the CSVs there hold every run)."
+                    if summary.name == "summary.md" else "."), ""]
+        if summary.name == "summary.md":
+            for image in sorted(summary.parent.glob("*.png")):
+                rel = Path("..", "..", image.relative_to(ROOT)).as_posix()
+                lines += [f"```{{image}} {rel}", f":alt: {image.stem}", ":width: 100%", "```", ""]
+        lines += ["```{include} " + source, f":start-line: {start}", "```", ""]
+        (OUT / f"{name}.md").write_text("\n".join(lines))
+        names.append(name)
+    index = ["# Benchmark results", "",
+             "Every page below shows what one benchmark script wrote: its summary, with the "
+             "verdicts on the papers' claims, and its figures. Rerun the script and rebuild "
+             "the site to update a page. The user guide quotes these pages; "
+             "`tests/test_docs_numbers.py` checks that every number it quotes is here.", "",
+             "```{toctree}", ":maxdepth: 1", "", *names, "```", ""]
+    (OUT / "index.md").write_text("\n".join(index))
+    return names

@@ -1,0 +1,269 @@
+"""Numbers quoted in the README and the docs agree with the results files they cite.
+
+A measured number must not be retyped into prose where a rerun can leave it stale. The
+pages that show results include the tables the benchmarks write; what prose still quotes
+is checked here, paragraph by paragraph:
+
+* A paragraph (or table, or list item) **cites** results when it names a results path
+  (``benchmarks/results/NAME/...``, ``results/NAME``), a benchmark script
+  (``benchmarks/NAME.py``) or an experiment (``kernelscale bench NAME``). A heading that
+  cites passes its citation to every paragraph of its section, and so does an HTML
+  comment right under a heading (``<!-- cites: benchmarks/results/NAME -->``, invisible
+  on the page).
+* In a citing paragraph, every number that looks measured (a decimal ``0.236``, ``5.05``,
+  ``4.9e-4``; a grouped integer ``587,495``; a count with a suffix ``228k``, ``4.78 M``)
+  must appear in one of the cited results files (summary, CSV or JSON under the cited
+  directory), up to the rounding the prose shows: ``0.24`` matches 0.2361, ``228k``
+  matches 227,562, ``37%`` matches 0.37 or 37. Numbers in code spans and code blocks are
+  parameters, not results, and are not checked; nor are plain integers (``k = 10``).
+
+So a rerun that changes a result fails this test until the prose follows (or stops
+quoting the number), and a paragraph that quotes a number from the wrong file fails too.
+No Sphinx needed: it reads the Markdown sources.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+GENERATED = ("docs/_build", "docs/api", "docs/auto_examples", "docs/results")
+
+
+def prose_files() -> list[Path]:
+    """The hand-written Markdown: README, benchmarks/README.md and docs/ (not generated)."""
+    files = [ROOT / "README.md", ROOT / "benchmarks" / "README.md"]
+    for path in sorted((ROOT / "docs").rglob("*.md")):
+        relative = path.relative_to(ROOT).as_posix()
+        if not relative.startswith(GENERATED):
+            files.append(path)
+    return [f for f in files if f.exists()]
+
+
+# -- what a paragraph cites -----------------------------------------------------------------
+
+CITATIONS = [
+    re.compile(r"benchmarks/results/([\w.-]+(?:/[\w.-]+)*)"),
+    re.compile(r"(?<![\w/])results/([\w.-]+(?:/[\w.-]+)*)"),
+    re.compile(r"benchmarks/(\w+)\.py"),
+    re.compile(r"kernelscale bench (\w+)"),
+]
+
+
+def cited_sources(text: str) -> set[Path]:
+    """Results files and directories that ``text`` names (those that exist)."""
+    found: set[Path] = set()
+    for pattern in CITATIONS:
+        for match in pattern.finditer(text):
+            path = match.group(1).rstrip(".")
+            if path.endswith(".md") and (RESULTS / path[:-3]).is_dir():
+                path = path[:-3]  # a link to a results page of the site: results/budget.md
+            for candidate in (RESULTS / path, RESULTS / f"{path}.md"):
+                if candidate.exists():
+                    # A file under a run's directory stands for the whole run: its summary,
+                    # CSVs and metadata.
+                    if candidate.is_file() and candidate.parent != RESULTS:
+                        candidate = candidate.parent
+                    found.add(candidate)
+                    break
+    return found
+
+
+# -- the numbers a results file holds -------------------------------------------------------
+
+FILE_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?", re.I)
+
+
+@cache
+def source_numbers(source: Path) -> tuple[float, ...]:
+    """Every number written in a results file (or the files of a results directory)."""
+    files = [source] if source.is_file() else [
+        p for p in source.rglob("*") if p.suffix == ".md"
+        and "quick" not in p.relative_to(source).parts]
+    values: set[float] = set()
+    for path in files:
+        for token in FILE_NUMBER.findall(path.read_text(errors="replace")):
+            token = token.rstrip(",")
+            grouped = re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)?", token)
+            pieces = [token.replace(",", "")] if grouped else token.split(",")
+            for piece in pieces:
+                try:
+                    values.add(abs(float(piece)))
+                except ValueError:
+                    pass
+    return tuple(sorted(values))
+
+
+# -- the numbers a paragraph quotes ---------------------------------------------------------
+
+QUOTED = re.compile(
+    r"(?<![\w.^/=-])-?"  # not part of a word, a power (10^6.5), a path or a version
+    r"(?P<number>\d{1,3}(?:,\d{3})+(?:\.\d+)?"  # 587,495
+    r"|\d+\.\d+(?:e[-+]?\d+)?"  # 0.236, 4.9e-4
+    r"|\d+e[-+]?\d+"  # 5e-14
+    r"|\d+(?=\s?[kM]\b))"  # 228k (the suffix is read below)
+    r"(?P<suffix>\s?[kM]\b|%)?"
+    r"(?![\w.]*\d)",  # not the head of a version number (2.4.6)
+    re.I,
+)
+CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+LINK_TARGET = re.compile(r"\]\([^)]*\)")
+
+
+@dataclass(frozen=True)
+class Quote:
+    text: str  # as written, e.g. '228k'
+    readings: tuple[tuple[float, float], ...]  # (value, tolerance) a file may hold it as
+
+
+def quotes(text: str) -> list[Quote]:
+    text = LINK_TARGET.sub("]", CODE.sub(" ", text))
+    found = []
+    for match in QUOTED.finditer(text):
+        number, suffix = match.group("number"), (match.group("suffix") or "").strip()
+        plain = number.replace(",", "").lower()
+        mantissa, _, exponent = plain.partition("e")
+        decimals = len(mantissa.partition(".")[2])
+        # Half a unit of the last digit shown (and a hair for binary floats).
+        tolerance = 0.5 * 10.0 ** (int(exponent or 0) - decimals) * 1.0001
+        value = abs(float(plain))
+        readings = [(value, tolerance)]  # as written: '4.78 M' may be in the file as 4.78
+        if suffix in ("k", "M"):
+            scale = 1e3 if suffix == "k" else 1e6
+            readings.append((value * scale, tolerance * scale))
+        elif suffix == "%":
+            readings.append((value / 100, tolerance / 100))
+        found.append(Quote(match.group(0).strip(), tuple(readings)))
+    return found
+
+
+def appears_in(quote: Quote, sources: set[Path]) -> bool:
+    for source in sources:
+        values = source_numbers(source)
+        for value, tolerance in quote.readings:
+            i = bisect.bisect_left(values, value - tolerance)
+            if i < len(values) and values[i] <= value + tolerance:
+                return True
+    return False
+
+
+# -- paragraphs, with the citations of their headings ---------------------------------------
+
+@dataclass
+class Block:
+    path: Path
+    line: int
+    text: str
+    sources: set[Path]
+
+
+def blocks(path: Path) -> list[Block]:
+    """Paragraphs, tables and list items of a Markdown file, with what each one cites."""
+    lines = path.read_text().splitlines()
+    out: list[Block] = []
+    headings: list[tuple[int, set[Path]]] = []  # (level, cited) of the open sections
+    current: list[str] = []
+    start = 0
+    fence = False
+
+    def flush():
+        if current:
+            text = "\n".join(current)
+            inherited = set().union(*(cited for _, cited in headings)) if headings else set()
+            out.append(Block(path, start + 1, text, cited_sources(text) | inherited))
+            current.clear()
+
+    for i, line in enumerate(lines):
+        if line.strip().startswith(("```", ":::")):  # a code block or a directive
+            flush()
+            fence = not fence
+            continue
+        if fence:
+            continue
+        heading = re.match(r"(#+)\s+(.*)", line)
+        if heading:
+            flush()
+            level = len(heading.group(1))
+            headings = [h for h in headings if h[0] < level]
+            headings.append((level, cited_sources(heading.group(2))))
+            continue
+        if line.strip().startswith("<!--"):  # a section's citation, invisible on the page
+            flush()
+            if headings:
+                headings[-1][1].update(cited_sources(line))
+            else:
+                headings.append((0, cited_sources(line)))
+            continue
+        if not line.strip() or re.match(r"\s*([-*]|\d+\.)\s", line):
+            flush()
+        if line.strip():
+            if not current:
+                start = i
+            current.append(line)
+    flush()
+    return out
+
+
+def stale_quotes(path: Path) -> list[str]:
+    """'file:line: number' for every quoted number that its cited results do not hold."""
+    problems = []
+    for block in blocks(path):
+        if not block.sources:
+            continue
+        for quote in quotes(block.text):
+            if not appears_in(quote, block.sources):
+                cited = ", ".join(sorted(s.relative_to(ROOT).as_posix() for s in block.sources))
+                problems.append(f"{path.relative_to(ROOT)}:{block.line}: {quote.text!r} is in "
+                                f"none of {cited}")
+    return problems
+
+
+@pytest.mark.parametrize("path", prose_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_quoted_numbers_are_in_the_results_they_cite(path):
+    problems = stale_quotes(path)
+    assert not problems, "stale or uncited numbers:\n" + "\n".join(problems)
+
+
+# -- the checker itself ----------------------------------------------------------------------
+
+def test_checker_catches_a_stale_number(tmp_path):
+    """A number that the cited summary does not hold fails; the true one passes."""
+    budget = RESULTS / "budget" / "summary.md"
+    true_line = next(line for line in budget.read_text().splitlines() if "worst ratio" in line)
+    worst = re.search(r"worst ratio (\d+\.\d+)", true_line).group(1)
+    good = tmp_path / "good.md"
+    good.write_text(f"Measured (`python benchmarks/budget.py`): worst ratio {worst}x.\n")
+    stale = tmp_path / "stale.md"
+    stale.write_text(f"Measured (`python benchmarks/budget.py`): worst ratio "
+                     f"{float(worst) + 0.123:.3f}x.\n")
+    assert [b.sources for b in blocks(good)] == [{RESULTS / "budget"}]
+    assert _problems(good) == []
+    assert len(_problems(stale)) == 1
+
+
+def test_checker_reads_rounding_suffixes_and_headings(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "## Numbers (`benchmarks/results/federated/`)\n\n"
+        "FK uploads 228k words (227,562 exactly), NMI 0.62.\n\n"
+        "## Elsewhere\n\nAn uncited 3.14159 is not checked.\n\n"
+        "`n_refine=0.5` in code is a parameter.\n")
+    assert _problems(page) == []
+    page.write_text("## Numbers (`benchmarks/results/federated/`)\n\nFK uploads 229k words.\n")
+    assert len(_problems(page)) == 1
+
+
+def _problems(path: Path) -> list[str]:
+    problems = []
+    for block in blocks(path):
+        for quote in quotes(block.text):
+            if block.sources and not appears_in(quote, block.sources):
+                problems.append(quote.text)
+    return problems
