@@ -18,6 +18,7 @@ OUT = HERE / "results"
 #: Which script or command writes each result (the default: benchmarks/NAME.py).
 PRODUCERS = {
     "diskpca_words": "python benchmarks/diskpca_words.py",
+    "dask": "python benchmarks/dask_overhead.py",
 }
 
 

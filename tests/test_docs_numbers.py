@@ -12,9 +12,11 @@ is checked here, paragraph by paragraph:
   on the page).
 * In a citing paragraph, every number that looks measured (a decimal ``0.236``, ``5.05``,
   ``4.9e-4``; a grouped integer ``587,495``; a count with a suffix ``228k``, ``4.78 M``)
-  must appear in one of the cited results files (summary, CSV or JSON under the cited
-  directory), up to the rounding the prose shows: ``0.24`` matches 0.2361, ``228k``
-  matches 227,562, ``37%`` matches 0.37 or 37. Numbers in code spans and code blocks are
+  must appear in one of the cited results files, up to the rounding the prose shows:
+  ``0.24`` matches 0.2361, ``228k`` matches 227,562, ``37%`` matches 0.37 or 37. Any
+  number may come from the cited ``summary.md``; one with at least three significant
+  digits may also come from the run's CSV or JSON files (among thousands of raw values
+  a coarser number would match by chance). Numbers in code spans and code blocks are
   parameters, not results, and are not checked; nor are plain integers (``k = 10``).
 
 So a rerun that changes a result fails this test until the prose follows (or stops
@@ -49,9 +51,12 @@ def prose_files() -> list[Path]:
 
 # -- what a paragraph cites -----------------------------------------------------------------
 
+#: Scripts whose results directory is not named after them.
+SCRIPT_RESULTS = {"dask_overhead": "dask"}
+
 CITATIONS = [
-    re.compile(r"benchmarks/results/([\w.-]+(?:/[\w.-]+)*)"),
-    re.compile(r"(?<![\w/])results/([\w.-]+(?:/[\w.-]+)*)"),
+    re.compile(r"benchmarks/results/([\w.*-]+(?:/[\w.-]+)*)"),
+    re.compile(r"(?<![\w/])results/([\w.*-]+(?:/[\w.-]+)*)"),
     re.compile(r"benchmarks/(\w+)\.py"),
     re.compile(r"kernelscale bench (\w+)"),
 ]
@@ -62,7 +67,10 @@ def cited_sources(text: str) -> set[Path]:
     found: set[Path] = set()
     for pattern in CITATIONS:
         for match in pattern.finditer(text):
-            path = match.group(1).rstrip(".")
+            path = SCRIPT_RESULTS.get(match.group(1), match.group(1)).rstrip(".")
+            if "*" in path:  # benchmarks/results/diskpca_*: every run of a family
+                found.update(p for p in RESULTS.glob(path) if p.is_dir())
+                continue
             if path.endswith(".md") and (RESULTS / path[:-3]).is_dir():
                 path = path[:-3]  # a link to a results page of the site: results/budget.md
             for candidate in (RESULTS / path, RESULTS / f"{path}.md"):
@@ -82,13 +90,17 @@ FILE_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?", re.I)
 
 
 @cache
-def source_numbers(source: Path) -> tuple[float, ...]:
-    """Every number written in a results file (or the files of a results directory)."""
+def source_numbers(source: Path, tables: bool = False) -> tuple[float, ...]:
+    """Every number written in a results file or directory: its Markdown summaries, or
+    (``tables=True``) its CSV and JSON files."""
+    suffixes = (".csv", ".json") if tables else (".md",)
     files = [source] if source.is_file() else [
-        p for p in source.rglob("*") if p.suffix == ".md"
+        p for p in source.rglob("*") if p.suffix in suffixes
         and "quick" not in p.relative_to(source).parts]
     values: set[float] = set()
     for path in files:
+        if path.suffix not in suffixes:
+            continue
         for token in FILE_NUMBER.findall(path.read_text(errors="replace")):
             token = token.rstrip(",")
             grouped = re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)?", token)
@@ -110,7 +122,8 @@ QUOTED = re.compile(
     r"|\d+e[-+]?\d+"  # 5e-14
     r"|\d+(?=\s?[kM]\b))"  # 228k (the suffix is read below)
     r"(?P<suffix>\s?[kM]\b|%)?"
-    r"(?![\w.]*\d)",  # not the head of a version number (2.4.6)
+    r"(?![\w.,]*\d)"  # not the head of a version number (2.4.6)
+    r"(?!\s?x\s?\d)",  # not a data shape (50,000 x 28: the setup, not a result)
     re.I,
 )
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
@@ -120,6 +133,7 @@ LINK_TARGET = re.compile(r"\]\([^)]*\)")
 @dataclass(frozen=True)
 class Quote:
     text: str  # as written, e.g. '228k'
+    digits: int  # significant digits shown
     readings: tuple[tuple[float, float], ...]  # (value, tolerance) a file may hold it as
 
 
@@ -127,12 +141,17 @@ def quotes(text: str) -> list[Quote]:
     text = LINK_TARGET.sub("]", CODE.sub(" ", text))
     found = []
     for match in QUOTED.finditer(text):
+        if re.search(r"\d\s?x\s?$", text[max(0, match.start() - 4):match.start()]):
+            continue  # the second side of a data shape (200,000 x 100,000)
         number, suffix = match.group("number"), (match.group("suffix") or "").strip()
         plain = number.replace(",", "").lower()
         mantissa, _, exponent = plain.partition("e")
         decimals = len(mantissa.partition(".")[2])
         # Half a unit of the last digit shown (and a hair for binary floats).
         tolerance = 0.5 * 10.0 ** (int(exponent or 0) - decimals) * 1.0001
+        if "," in number and "." not in number:  # 38,500: rounded to its last non-zero digit
+            zeros = len(mantissa) - len(mantissa.rstrip("0"))
+            tolerance *= 10.0 ** zeros
         value = abs(float(plain))
         readings = [(value, tolerance)]  # as written: '4.78 M' may be in the file as 4.78
         if suffix in ("k", "M"):
@@ -140,17 +159,23 @@ def quotes(text: str) -> list[Quote]:
             readings.append((value * scale, tolerance * scale))
         elif suffix == "%":
             readings.append((value / 100, tolerance / 100))
-        found.append(Quote(match.group(0).strip(), tuple(readings)))
+        digits = len(mantissa.replace(".", "").lstrip("0"))
+        found.append(Quote(match.group(0).strip(), digits, tuple(readings)))
     return found
 
 
 def appears_in(quote: Quote, sources: set[Path]) -> bool:
+    """In a cited summary at the precision shown; in a cited CSV or JSON file (thousands
+    of raw values) only when the quote shows at least three significant digits."""
     for source in sources:
-        values = source_numbers(source)
-        for value, tolerance in quote.readings:
-            i = bisect.bisect_left(values, value - tolerance)
-            if i < len(values) and values[i] <= value + tolerance:
-                return True
+        for tables in (False, True):
+            if tables and quote.digits < 3:
+                continue
+            values = source_numbers(source, tables)
+            for value, tolerance in quote.readings:
+                i = bisect.bisect_left(values, value - tolerance)
+                if i < len(values) and values[i] <= value + tolerance:
+                    return True
     return False
 
 
@@ -256,7 +281,7 @@ def test_checker_reads_rounding_suffixes_and_headings(tmp_path):
         "## Elsewhere\n\nAn uncited 3.14159 is not checked.\n\n"
         "`n_refine=0.5` in code is a parameter.\n")
     assert _problems(page) == []
-    page.write_text("## Numbers (`benchmarks/results/federated/`)\n\nFK uploads 229k words.\n")
+    page.write_text("## Numbers (`benchmarks/results/federated/`)\n\nFK uploads 9,876,543 words.\n")
     assert len(_problems(page)) == 1
 
 
