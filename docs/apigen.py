@@ -161,11 +161,9 @@ def write_pages() -> None:
             if own and kind == "data":
                 for n in sorted(own):
                     lines += data_entry(module_name, n, getattr(module, n))
-            elif own:
-                template = "class.rst" if kind in ("estimator", "class", "exception") else (
-                    "function.rst" if kind == "function" else "data.rst")
-                lines += [".. autosummary::", "   :toctree: generated/",
-                          f"   :template: {template}", "", *(f"   {n}" for n in sorted(own)), ""]
+            elif own:  # one page each, from _templates/autosummary/{class,function}.rst
+                lines += [".. autosummary::", "   :toctree: generated/", "",
+                          *(f"   {n}" for n in sorted(own)), ""]
             if linked:
                 lines += ["Also exported here:", "", ".. autosummary::", "",
                           *(f"   {n}" for n in sorted(linked, key=lambda s: s.rsplit('.', 1)[1])),

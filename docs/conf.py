@@ -49,7 +49,7 @@ myst_heading_anchors = 3
 # -- autodoc / autosummary / numpydoc -----------------------------------------------------
 autosummary_generate = True
 autosummary_imported_members = True
-autodoc_default_options = {"members": True, "inherited-members": False, "show-inheritance": False}
+autodoc_default_options = {"members": True}
 autodoc_typehints = "none"  # numpydoc's Parameters section already gives the types
 autodoc_member_order = "bysource"
 numpydoc_show_class_members = False  # the class template lists the members
@@ -75,7 +75,8 @@ sphinx_gallery_conf = {
 # -- HTML ----------------------------------------------------------------------------------
 html_theme = "pydata_sphinx_theme"
 html_title = f"kernelscale {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["kernelscale.css"]
 html_theme_options = {
     "navbar_align": "left",
     "show_toc_level": 2,
@@ -103,15 +104,15 @@ resultsgen.write_pages()
 ESTIMATOR_LINKS = {
     "DistributedKernelPCA": (
         "paper-001", ":doc:`/methods`, :doc:`/communication`, "
-        ":doc:`/auto_examples/plot_first_fit`, :doc:`/auto_examples/plot_word_budget`"),
+        ":doc:`/auto_examples/plot_1_first_fit`, :doc:`/auto_examples/plot_2_word_budget`"),
     "VerticalKernelPCA": (
-        "paper-002", ":doc:`/vertical`, :doc:`/auto_examples/plot_vertical_parties`"),
+        "paper-002", ":doc:`/vertical`, :doc:`/auto_examples/plot_3_vertical_parties`"),
     "FederatedKernelKMeans": (
         "paper-003", ":doc:`/federated`, :doc:`/flower`, "
-        ":doc:`/auto_examples/plot_federated_dropout`"),
+        ":doc:`/auto_examples/plot_4_federated_dropout`"),
     "DistributedSpectralClustering": ("paper-001", ":doc:`/federated`"),
     "StreamingKernelPCA": (
-        "paper-004", ":doc:`/streaming`, :doc:`/auto_examples/plot_stream_merge`"),
+        "paper-004", ":doc:`/streaming`, :doc:`/auto_examples/plot_5_stream_merge`"),
 }
 
 

@@ -1,12 +1,15 @@
 """Write one page per benchmark result (docs/results/*.md) that includes what the benchmark wrote.
 
 Run by ``conf.py`` before every build. The pages hold no number of their own: each
-includes the ``summary.md`` a benchmark script wrote under ``benchmarks/results/`` and
+copies in the ``summary.md`` a benchmark script wrote under ``benchmarks/results/``
+(escaping the bars of ``|Y|`` inside table cells, which would split the cells) and
 shows its figures, so a rerun of the benchmark is what changes the site.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from pathlib import Path
 
@@ -49,8 +52,37 @@ def title_of(summary: Path) -> tuple[str, int]:
     lines = summary.read_text().splitlines()
     for i, line in enumerate(lines):
         if line.startswith("# "):
-            return line[2:].strip(), i + 1
+            title = line[2:].strip()
+            meta = summary.parent / "meta.json"
+            if title == summary.parent.name and meta.exists():
+                # An experiment of the paper-001 harness: name it by what it reproduces.
+                description = json.loads(meta.read_text()).get("description", "")
+                head = re.split(r" \(n =|\. |, error against|; ", description)[0]
+                head = head.rstrip(".").replace(": ", ", ", 1)
+                title = f"{title}: {head}" if head else title
+            return title, i + 1
     return summary.parent.name, 0
+
+
+SEPARATOR_ROW = re.compile(r"^\|[\s:|-]+\|$")
+
+
+def escape_cell_pipes(line: str) -> str:
+    """Escape the bars of ``|Y|`` inside a Markdown table's cells (``chosen (|Y|)``).
+
+    The summaries write cells as ``| a | b |``: a bar between two spaces, or at either
+    end of the line, separates cells; any other bar is text and must be ``\\|``, or the
+    row splits into too many cells and the table does not render.
+    """
+    stripped = line.strip()
+    if not (stripped.startswith("|") and stripped.endswith("|")) or SEPARATOR_ROW.match(stripped):
+        return line
+    chars = list(stripped)
+    out = []
+    for i, ch in enumerate(chars):
+        boundary = i in (0, len(chars) - 1) or (chars[i - 1] == " " and chars[i + 1] == " ")
+        out.append(ch if ch != "|" or boundary else "\\|")
+    return "".join(out)
 
 
 def write_pages() -> list[str]:
@@ -59,7 +91,6 @@ def write_pages() -> list[str]:
     names = []
     for name, summary in summaries():
         title, start = title_of(summary)
-        source = Path("..", "..", summary.relative_to(ROOT)).as_posix()
         folder = summary.parent.relative_to(ROOT).as_posix()
         lines = [f"# {title}", "",
                  f"Written by `{producer(name)}` into `{folder}/`"
@@ -69,7 +100,8 @@ def write_pages() -> list[str]:
             for image in sorted(summary.parent.glob("*.png")):
                 rel = Path("..", "..", image.relative_to(ROOT)).as_posix()
                 lines += [f"```{{image}} {rel}", f":alt: {image.stem}", ":width: 100%", "```", ""]
-        lines += ["```{include} " + source, f":start-line: {start}", "```", ""]
+        body = summary.read_text().splitlines()[start:]
+        lines += [escape_cell_pipes(line) for line in body] + [""]
         (OUT / f"{name}.md").write_text("\n".join(lines))
         names.append(name)
     index = ["# Benchmark results", "",

@@ -20,11 +20,19 @@ X, y = load_digits_standardized()
 rates = [0.0, 0.2, 0.4, 0.6]
 scores, uploads = [], []
 for p in rates:
-    fk = FederatedKernelKMeans(n_clusters=10, n_random_features=50, max_iter=10,
-                               n_workers=10, dropout=p, random_state=0).fit(X)
+    fk = FederatedKernelKMeans(
+        n_clusters=10,
+        n_random_features=50,
+        max_iter=10,
+        n_workers=10,
+        dropout=p,
+        random_state=0,
+    ).fit(X)
     scores.append(nmi(y, fk.labels_))
     uploads.append(fk.communication_.upload_words())
-    print(f"dropout {p:.0%}: NMI {scores[-1]:.3f}, {uploads[-1]:,d} words uploaded")
+    print(
+        f"dropout {p:.0%}: NMI {scores[-1]:.3f}, {uploads[-1]:,d} words uploaded"
+    )
 
 print(fk.communication_.words_by_kind())  # no 'raw_points'
 

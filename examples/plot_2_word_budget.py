@@ -26,8 +26,10 @@ n_rows = [len(X) // 5] * 4 + [len(X) - 4 * (len(X) // 5)]
 sizes = [25, 50, 100, 200, 400]
 fig, ax = plt.subplots(figsize=(6, 4))
 for method in ["diskpca", "uniform_dislr", "uniform_batch"]:
-    words = [forecast_words(method, n_rows, X.shape[1], 10, m, center=True).words
-             for m in sizes]
+    words = [
+        forecast_words(method, n_rows, X.shape[1], 10, m, center=True).words
+        for m in sizes
+    ]
     ax.plot(sizes, words, marker="o", label=method)
 ax.set_xscale("log")
 ax.set_yscale("log")
@@ -46,8 +48,14 @@ for method, forecast in plan.candidates.items():
     if forecast is None:
         print(f"  {method:16s} does not fit in the budget")
     else:
-        print(f"  {method:16s} {forecast.setting:10s} {forecast.words:8,d} words")
+        print(
+            f"  {method:16s} {forecast.setting:10s} {forecast.words:8,d} words"
+        )
 
-kpca = DistributedKernelPCA(n_components=10, max_words=100_000, random_state=0).fit(X)
+kpca = DistributedKernelPCA(
+    n_components=10, max_words=100_000, random_state=0
+).fit(X)
 print(kpca.method_, kpca.budget_plan_.n_landmarks)
-print("ledger:", kpca.communication_.total_words("fit"), "words (budget 100,000)")
+print(
+    "ledger:", kpca.communication_.total_words("fit"), "words (budget 100,000)"
+)

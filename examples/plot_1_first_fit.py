@@ -15,10 +15,18 @@ from kernelscale import DistributedKernelPCA, median_heuristic
 from kernelscale.datasets import load_digits_standardized
 
 X, y = load_digits_standardized()
-sigma = median_heuristic(X, scale=0.2, random_state=0)  # the papers' bandwidth rule
-kpca = DistributedKernelPCA(n_components=10, kernel="rbf", gamma=1 / (2 * sigma**2),
-                            n_workers=5, partition="power_law", n_landmarks=200,
-                            random_state=0).fit(X)
+sigma = median_heuristic(
+    X, scale=0.2, random_state=0
+)  # the papers' bandwidth rule
+kpca = DistributedKernelPCA(
+    n_components=10,
+    kernel="rbf",
+    gamma=1 / (2 * sigma**2),
+    n_workers=5,
+    partition="power_law",
+    n_landmarks=200,
+    random_state=0,
+).fit(X)
 Z = kpca.transform(X)
 print(Z.shape)
 
@@ -29,9 +37,11 @@ print(Z.shape)
 # with its round, direction and kind. ``raw_points`` are actual input rows: disKPCA
 # sends exactly its sampled landmarks and nothing else raw.
 ledger = kpca.communication_
-print(ledger.summary())
+print(ledger.summary(times=False))
 print("fit words, both directions:", ledger.total_words("fit"))
-print("of which raw input rows:   ", ledger.total_words("fit", kind="raw_points"))
+print(
+    "of which raw input rows:   ", ledger.total_words("fit", kind="raw_points")
+)
 
 # %%
 # How good is it?

@@ -24,22 +24,39 @@ from kernelscale.metrics import exact_kpca_reference, excess_energy_ratio
 X, y = load_digits_standardized()
 sigma = median_heuristic(X, scale=0.2, random_state=0)
 kernels = {
-    "polynomial, q = 4": dict(kernel="poly", degree=4, gamma=1 / X.shape[1], coef0=1.0),
+    "polynomial, q = 4": dict(
+        kernel="poly", degree=4, gamma=1 / X.shape[1], coef0=1.0
+    ),
     "RBF, sigma = 0.2 x median": dict(kernel="rbf", gamma=1 / (2 * sigma**2)),
 }
-methods = {"diskpca": "disKPCA (ridge sampler)", "uniform_dislr": "uniform + disLR",
-           "uniform_batch": "uniform + batch"}
+methods = {
+    "diskpca": "disKPCA (ridge sampler)",
+    "uniform_dislr": "uniform + disLR",
+    "uniform_batch": "uniform + batch",
+}
 landmarks = [25, 50, 100, 200, 400]
 
 fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
 for ax, (title, params) in zip(axes, kernels.items(), strict=True):
-    ref = exact_kpca_reference(X, make_kernel(params["kernel"], **{
-        key: value for key, value in params.items() if key != "kernel"}), 10)
+    ref = exact_kpca_reference(
+        X,
+        make_kernel(
+            params["kernel"],
+            **{key: value for key, value in params.items() if key != "kernel"},
+        ),
+        10,
+    )
     for method, label in methods.items():
         words, excess = [], []
         for m in landmarks:
-            kpca = DistributedKernelPCA(n_components=10, method=method, n_landmarks=m,
-                                        center=False, random_state=0, **params).fit(X)
+            kpca = DistributedKernelPCA(
+                n_components=10,
+                method=method,
+                n_landmarks=m,
+                center=False,
+                random_state=0,
+                **params,
+            ).fit(X)
             error = kpca.approximation_error(X, reference=False)["error"]
             words.append(kpca.communication_.total_words("fit"))
             excess.append(excess_energy_ratio(error, ref["opt"], ref["trace"]))

@@ -19,25 +19,47 @@ from kernelscale.streaming import SKPCA
 X, y = load_digits_standardized()
 gamma = 1 / (2 * X.shape[1])
 
-est = StreamingKernelPCA(n_components=5, n_random_features=1000, sketch_size=20,
-                         gamma=gamma, random_state=0)
+est = StreamingKernelPCA(
+    n_components=5,
+    n_random_features=1000,
+    sketch_size=20,
+    gamma=gamma,
+    random_state=0,
+)
 for batch in np.array_split(X, 20):  # any iterable of (rows, d) arrays
     est.partial_fit(batch)
-print(est.n_samples_seen_, "points seen; the model holds", est.space_words_, "words")
+print(
+    est.n_samples_seen_,
+    "points seen; the model holds",
+    est.space_words_,
+    "words",
+)
 
 # %%
 # Any batch split gives the result of ``fit`` on the whole stream:
-whole = StreamingKernelPCA(n_components=5, n_random_features=1000, sketch_size=20,
-                           gamma=gamma, random_state=0).fit(X)
-print("same as fit():", np.allclose(np.abs(est.transform(X)), np.abs(whole.transform(X))))
+whole = StreamingKernelPCA(
+    n_components=5,
+    n_random_features=1000,
+    sketch_size=20,
+    gamma=gamma,
+    random_state=0,
+).fit(X)
+print(
+    "same as fit():",
+    np.allclose(np.abs(est.transform(X)), np.abs(whole.transform(X))),
+)
 
 # %%
 # Two sites, one merged sketch
 # ----------------------------
 # Both sketches must use the same random features: the same seed. Each site sketches
 # its own half; merging keeps the Frequent Directions bound for the union.
-site_a = SKPCA(X.shape[1], n_random_features=1000, sketch_size=20, gamma=gamma, seed=7)
-site_b = SKPCA(X.shape[1], n_random_features=1000, sketch_size=20, gamma=gamma, seed=7)
+site_a = SKPCA(
+    X.shape[1], n_random_features=1000, sketch_size=20, gamma=gamma, seed=7
+)
+site_b = SKPCA(
+    X.shape[1], n_random_features=1000, sketch_size=20, gamma=gamma, seed=7
+)
 site_a.partial_fit(X[::2])
 site_b.partial_fit(X[1::2])
 merged = site_a.merge(site_b)

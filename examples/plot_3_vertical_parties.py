@@ -21,22 +21,30 @@ from kernelscale.metrics import sin_theta_distance
 X, y = load_digits_standardized()
 X = X[:600]
 gamma = 1 / X.shape[1]
-blocks = np.array_split(np.arange(X.shape[1]), 4)  # 4 parties, 16 features each
+blocks = np.array_split(
+    np.arange(X.shape[1]), 4
+)  # 4 parties, 16 features each
 parties = [X[:, b] for b in blocks]
 
-reference = KernelPCA(n_components=5, kernel="rbf", gamma=gamma).fit(X).eigenvectors_
+reference = (
+    KernelPCA(n_components=5, kernel="rbf", gamma=gamma).fit(X).eigenvectors_
+)
 
 # %%
 # One fit per number of local eigenpairs D, the same four parties each time.
 local_sizes = [6, 10, 20, 40, 80]
 distances, words = [], []
 for D in local_sizes:
-    est = VerticalKernelPCA(n_components=5, n_local_components=D, kernel="rbf",
-                            gamma=gamma).fit(parties)
+    est = VerticalKernelPCA(
+        n_components=5, n_local_components=D, kernel="rbf", gamma=gamma
+    ).fit(parties)
     distances.append(sin_theta_distance(est.eigenvectors_, reference))
     words.append(est.communication_.total_words("fit"))
     print(f"D = {D:3d}: {words[-1]:7,d} words, sin theta {distances[-1]:.3g}")
-print("no raw rows sent:", est.communication_.total_words("fit", kind="raw_points") == 0)
+print(
+    "no raw rows sent:",
+    est.communication_.total_words("fit", kind="raw_points") == 0,
+)
 
 fig, ax = plt.subplots(figsize=(6, 4))
 ax.plot(words, distances, marker="o")
