@@ -11,6 +11,7 @@ for data files.
 """
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import NullFormatter
 
 from kernelscale import DistributedKernelPCA
 from kernelscale.datasets import load_digits_standardized
@@ -25,13 +26,16 @@ X, y = load_digits_standardized()
 n_rows = [len(X) // 5] * 4 + [len(X) - 4 * (len(X) // 5)]
 sizes = [25, 50, 100, 200, 400]
 fig, ax = plt.subplots(figsize=(6, 4))
-for method in ["diskpca", "uniform_dislr", "uniform_batch"]:
+styles = {"diskpca": "o-", "uniform_dislr": "s--", "uniform_batch": "^:"}
+for method, style in styles.items():
     words = [
         forecast_words(method, n_rows, X.shape[1], 10, m, center=True).words
         for m in sizes
     ]
-    ax.plot(sizes, words, marker="o", label=method)
+    ax.plot(sizes, words, style, label=method)
 ax.set_xscale("log")
+ax.set_xticks(sizes, [str(m) for m in sizes])
+ax.xaxis.set_minor_formatter(NullFormatter())
 ax.set_yscale("log")
 ax.set_xlabel("landmarks |Y|")
 ax.set_ylabel("forecast fit words")

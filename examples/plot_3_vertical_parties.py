@@ -12,6 +12,7 @@ whole table.
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import NullFormatter
 from sklearn.decomposition import KernelPCA
 
 from kernelscale import VerticalKernelPCA
@@ -51,6 +52,7 @@ ax.plot(words, distances, marker="o")
 for D, w, s in zip(local_sizes, words, distances, strict=True):
     ax.annotate(f"D = {D}", (w, s), textcoords="offset points", xytext=(5, 5))
 ax.set_xscale("log")
+ax.xaxis.set_minor_formatter(NullFormatter())
 ax.set_yscale("log")
 ax.set_xlabel("words sent (all parties, once)")
 ax.set_ylabel("sin theta distance to central KPCA")
