@@ -9,7 +9,8 @@ is checked here, paragraph by paragraph:
   (``benchmarks/NAME.py``) or an experiment (``kernelscale bench NAME``). A heading that
   cites passes its citation to every paragraph of its section, and so does an HTML
   comment right under a heading (``<!-- cites: benchmarks/results/NAME -->``, invisible
-  on the page).
+  on the page); a paragraph that cites passes its citation to the list items and tables
+  that follow it.
 * In a citing paragraph, every number that looks measured (a decimal ``0.236``, ``5.05``,
   ``4.9e-4``; a grouped integer ``587,495``; a count with a suffix ``228k``, ``4.78 M``)
   must appear in one of the cited results files, up to the rounding the prose shows:
@@ -198,11 +199,19 @@ def blocks(path: Path) -> list[Block]:
     start = 0
     fence = False
 
+    lead: set[Path] = set()  # what the paragraph that introduces a list or table cites
+
     def flush():
+        nonlocal lead
         if current:
             text = "\n".join(current)
             inherited = set().union(*(cited for _, cited in headings)) if headings else set()
-            out.append(Block(path, start + 1, text, cited_sources(text) | inherited))
+            own = cited_sources(text)
+            if re.match(r"\s*([-*|]|\d+\.)\s", text):  # a list item or table: its lead's
+                own |= lead
+            else:
+                lead = own
+            out.append(Block(path, start + 1, text, own | inherited))
             current.clear()
 
     for i, line in enumerate(lines):
@@ -217,6 +226,7 @@ def blocks(path: Path) -> list[Block]:
             flush()
             level = len(heading.group(1))
             headings = [h for h in headings if h[0] < level]
+            lead = set()
             headings.append((level, cited_sources(heading.group(2))))
             continue
         if line.strip().startswith("<!--"):  # a section's citation, invisible on the page
