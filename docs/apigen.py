@@ -45,10 +45,11 @@ def public_modules() -> list[tuple[str, str]]:
     found = []
     for name, blurb in MODULES:
         try:
-            importlib.import_module(name)
+            module = importlib.import_module(name)
         except ImportError:
             continue
-        found.append((name, blurb))
+        if Path(module.__file__).resolve().is_relative_to(HERE.parent):  # this checkout's
+            found.append((name, blurb))
     return found
 
 
