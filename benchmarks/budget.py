@@ -49,6 +49,7 @@ from sampler import (  # noqa: E402 (the sampler benchmark's data, kernels and r
 )
 
 from kernelscale import DistributedKernelPCA  # noqa: E402
+from kernelscale.backends.local import LocalCluster  # noqa: E402
 from kernelscale.bench import write_rows  # noqa: E402
 from kernelscale.bench.scripts import read_rows, script_arguments, verdict  # noqa: E402
 from kernelscale.datasets import make_gaussian_mixture  # noqa: E402
@@ -56,7 +57,6 @@ from kernelscale.horizontal import distributed_error  # noqa: E402
 from kernelscale.horizontal.budget import WordBudgetError  # noqa: E402
 from kernelscale.metrics.lowrank import kernel_mean_norm_sq  # noqa: E402
 from kernelscale.partition import make_partition, split  # noqa: E402
-from kernelscale.runtime import LocalCluster  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "budget"
 REFS = Path(__file__).parent / "results" / "sampler" / "refs"

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
+from kernelscale.backends.dask.client import dask_client
+from kernelscale.backends.dask.cluster import DaskCluster
+from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
 from kernelscale.datasets import make_gaussian_mixture
 from kernelscale.horizontal import diskpca
 from kernelscale.kernels import make_kernel, median_heuristic
-from kernelscale.runtime import LocalCluster
-from kernelscale.runtime.build import dask_client
-from kernelscale.runtime.dask import DaskCluster
 
 OUT = Path(__file__).parent / "results" / "dask"
 

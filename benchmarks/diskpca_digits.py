@@ -23,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
 from kernelscale.datasets import load_digits_standardized
 from kernelscale.horizontal import diskpca, distributed_error, uniform_batch, uniform_dislr
 from kernelscale.kernels import make_kernel, median_heuristic
 from kernelscale.metrics.lowrank import exact_kpca_reference, excess_energy_ratio
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import LocalCluster
 
 OUT = Path(__file__).parent / "results" / "diskpca_digits"
 METHODS = {  # disKPCA with the paper's sampler, whose leverage round the modes change

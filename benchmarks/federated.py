@@ -36,6 +36,7 @@ import scipy.linalg as sla
 from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
 from kernelscale.datasets import load_digits_standardized, make_gaussian_mixture
 from kernelscale.federated import (
@@ -50,7 +51,6 @@ from kernelscale.federated.dspgd_plain import dspgd_without_cem
 from kernelscale.kernels import make_kernel
 from kernelscale.metrics.clustering import nmi
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import LocalCluster
 
 OUT = Path(__file__).parent / "results" / "federated"
 K, S, D_FK, M = 10, 10, 50, 5

@@ -37,6 +37,7 @@ from scipy.sparse.linalg import eigsh
 from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
 from kernelscale.bench.equal_words import (
     best_within,
@@ -53,7 +54,6 @@ from kernelscale.horizontal import diskpca
 from kernelscale.kernels import make_kernel
 from kernelscale.metrics.clustering import nmi
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import LocalCluster
 
 OUT = Path(__file__).parent / "results" / "federated_real"
 # name: (load_dataset options, k = number of classes)

@@ -42,6 +42,7 @@ import scipy.linalg as sla
 import scipy.sparse.linalg as ssla
 from scipy.stats import spearmanr
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
 from kernelscale.bench.runner import fingerprint
 from kernelscale.datasets import load_digits_standardized
@@ -55,7 +56,7 @@ from kernelscale.horizontal.dislr import dislr
 from kernelscale.kernels import make_kernel, median_heuristic
 from kernelscale.linalg import as_generator
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import LocalCluster, validate_cluster, worker_seeds
+from kernelscale.runtime import validate_cluster, worker_seeds
 
 OUT = Path(__file__).parent / "results" / "sampler"
 REPO = Path(__file__).resolve().parents[1]

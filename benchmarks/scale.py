@@ -38,6 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
+from kernelscale.backends.local import LocalCluster, effective_n_jobs
 from kernelscale.bench.runner import check_gram_entries, exact_reference
 from kernelscale.datasets import make_gaussian_mixture, make_sparse_bow
 from kernelscale.horizontal import diskpca, distributed_error
@@ -46,9 +47,8 @@ from kernelscale.kernels import DEFAULT_CHUNK_SIZE, make_kernel, median_heuristi
 from kernelscale.linalg import projected_sq_norms
 from kernelscale.metrics.lowrank import excess_energy_ratio
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import LocalCluster
 from kernelscale.runtime.chunks import chunk_bounds
-from kernelscale.runtime.cluster import effective_n_jobs, one_blas_thread
+from kernelscale.runtime.cluster import one_blas_thread
 
 COLUMNS = ("case", "method", "dtype", "n_jobs", "n_samples", "n_features", "nnz", "n_workers",
            "n_landmarks", "seconds", "floor_seconds", "fit_over_floor", "peak_fit_mib",

@@ -29,12 +29,12 @@ import numpy as np
 import scipy.linalg as sla
 from threadpoolctl import threadpool_limits
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
 from kernelscale.datasets import load_digits_standardized, make_low_rank_linear
 from kernelscale.kernels import make_kernel
 from kernelscale.metrics.subspace import projector_error, sin_theta_distance
 from kernelscale.partition import feature_block_partition
-from kernelscale.runtime import LocalCluster
 from kernelscale.vertical import centre_kernel, one_shot_kpca
 from kernelscale.vertical.dpca import dpca
 

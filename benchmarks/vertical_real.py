@@ -45,6 +45,7 @@ from sklearn.svm import LinearSVC
 from threadpoolctl import threadpool_limits
 from vertical import parties, top_vectors
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
 from kernelscale.bench.equal_words import fmt, mean_std, summarize, words_to_reach
 from kernelscale.bench.scripts import read_rows, script_arguments, verdict
@@ -52,7 +53,6 @@ from kernelscale.datasets import load_dataset
 from kernelscale.kernels import make_kernel
 from kernelscale.linalg import top_eigh
 from kernelscale.metrics.subspace import sin_theta_distance
-from kernelscale.runtime import LocalCluster
 from kernelscale.vertical import centre_kernel, one_shot_kpca
 
 OUT = Path(__file__).parent / "results" / "vertical_real"

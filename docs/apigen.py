@@ -25,6 +25,10 @@ MODULES = [
      "mergeable sketches."),
     ("kernelscale.runtime", "The protocol core: clusters, rounds, the ledger that counts every "
      "word, validation."),
+    ("kernelscale.cluster_factory", "The front door: what a user holds plus ``backend=`` "
+     "becomes a cluster (above the core and the backends)."),
+    ("kernelscale.backends", "One engine per place, each a ``Cluster`` subclass that "
+     "implements only how a round runs."),
     ("kernelscale.backends.local", "The in-process backend (a thread pool of workers)."),
     ("kernelscale.backends.dask", "The Dask backend (one actor per partition)."),
     ("kernelscale.backends.flower", "The Flower backend (SuperLink, SuperNodes, SecAgg+)."),

@@ -12,17 +12,18 @@ from kernelscale._lazy import lazy_exports
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "DaskCluster": "kernelscale.runtime",
+    "DaskCluster": "kernelscale.backends.dask.cluster",
     "DistributedKernelPCA": "kernelscale.horizontal",
     "DistributedSpectralClustering": "kernelscale.federated",
     "FederatedKernelKMeans": "kernelscale.federated",
     "Ledger": "kernelscale.runtime",
-    "LocalCluster": "kernelscale.runtime",
+    "FlowerCluster": "kernelscale.backends.flower.cluster",
+    "LocalCluster": "kernelscale.backends.local",
     "StreamingKernelPCA": "kernelscale.streaming",
     "VerticalKernelPCA": "kernelscale.vertical",
     "load_model": "kernelscale.model",
     "load_streaming_model": "kernelscale.streaming",
-    "make_cluster": "kernelscale.runtime",
+    "make_cluster": "kernelscale.cluster_factory",
     "make_kernel": "kernelscale.kernels",
     "median_heuristic": "kernelscale.kernels",
     "save_model": "kernelscale.model",

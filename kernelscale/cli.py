@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernelscale import __version__
+from kernelscale.backends.dask.cli import add_dask_args, cli_client
 from kernelscale.cli_common import (
     DATA_HELP,
     ArgumentParser,
@@ -36,7 +37,6 @@ from kernelscale.cli_common import (
     print_note,
     print_warning,
 )
-from kernelscale.runtime.build import add_dask_args, cli_client
 
 SUBCOMMAND_MODULES: list[str] = [
     "kernelscale.streaming.cli",

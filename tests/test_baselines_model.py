@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.features import make_feature_map
 from kernelscale.horizontal import (
     diskpca,
@@ -23,7 +24,7 @@ from kernelscale.metrics.lowrank import (
 )
 from kernelscale.model import KernelPCAModel, RandomFeaturePCAModel, load_model
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import DOWN, UP, LocalCluster
+from kernelscale.runtime import DOWN, UP
 
 KERNEL = make_kernel("rbf", gamma=0.2)
 

@@ -154,10 +154,10 @@ def test_cli(tmp_path, capsys, monkeypatch):
 
 
 def test_float32_embedding_option():
+    from kernelscale.backends.local import LocalCluster
     from kernelscale.features import RandomFourierFeatures
     from kernelscale.horizontal import diskpca
     from kernelscale.partition import make_partition, split
-    from kernelscale.runtime import LocalCluster
 
     X = make_gaussian_mixture(600, 6, random_state=2)
     fmap = RandomFourierFeatures(6, 300, gamma=0.2, seed=3)

@@ -204,7 +204,7 @@ def test_cli_plan_and_fit_with_max_words(tmp_path, capsys):
 
 
 def test_a_budget_refuses_secure_sums_it_cannot_forecast():
-    from kernelscale.runtime import LocalCluster
+    from kernelscale.backends.local import LocalCluster
 
     parts = partitions(0)
     cluster = LocalCluster(parts)

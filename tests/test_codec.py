@@ -89,7 +89,7 @@ def test_an_unknown_tag_is_refused():
 def test_the_supernode_launcher_shortens_only_flowers_idle_wait():
     from types import SimpleNamespace
 
-    from kernelscale.runtime.flower_supernode import _ShortIdle
+    from kernelscale.backends.flower.supernode import _ShortIdle
 
     slept = []
     fake_time = SimpleNamespace(sleep=slept.append, monotonic=lambda: 7.0)

@@ -21,15 +21,16 @@ from sklearn.base import BaseEstimator
 distributed = pytest.importorskip("distributed")
 cloudpickle = pytest.importorskip("cloudpickle")
 
+from kernelscale.backends.dask.client import WORKER_MALLOC_ENV, dask_client  # noqa: E402
+from kernelscale.backends.dask.cluster import DaskCluster  # noqa: E402
+from kernelscale.backends.local import LocalCluster  # noqa: E402
+from kernelscale.cluster_factory import make_cluster  # noqa: E402
 from kernelscale.runtime import (  # noqa: E402
-    LocalCluster,
     Tagged,
     WorkerError,
     validate_cluster,
     worker_seeds,
 )
-from kernelscale.runtime.build import WORKER_MALLOC_ENV, dask_client, make_cluster  # noqa: E402
-from kernelscale.runtime.dask import DaskCluster  # noqa: E402
 
 # The steps below live in this test module: ship them to the workers by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -335,7 +336,7 @@ class _Estimator(BaseEstimator):
 
 def test_estimator_cluster_takes_every_input(client, tmp_path):
     """One matrix (split), partitions, loaders and a dask array; Dask options reach the cluster."""
-    from kernelscale.runtime.build import estimator_cluster
+    from kernelscale.cluster_factory import estimator_cluster
 
     da = pytest.importorskip("dask.array")
     parts = [make_partition(i) for i in range(3)]

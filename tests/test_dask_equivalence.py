@@ -21,9 +21,9 @@ import scipy.sparse as sp
 
 distributed = pytest.importorskip("distributed")
 
+from kernelscale.backends.dask.cluster import DaskCluster  # noqa: E402
+from kernelscale.backends.local import LocalCluster  # noqa: E402
 from kernelscale.kernels import make_kernel  # noqa: E402
-from kernelscale.runtime import LocalCluster  # noqa: E402
-from kernelscale.runtime.dask import DaskCluster  # noqa: E402
 
 cloudpickle = pytest.importorskip("cloudpickle")
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # exit_process runs on a worker

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.datasets import load_digits_standardized
 from kernelscale.horizontal import diskpca
 from kernelscale.kernels import make_kernel, median_heuristic
@@ -16,7 +17,7 @@ from kernelscale.metrics.lowrank import (
     lowrank_error,
 )
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import DOWN, UP, LocalCluster
+from kernelscale.runtime import DOWN, UP
 
 SEEDS = [0, 1, 2, 3, 4]
 SMALL = {"embedding_dim": 20, "row_sketch_dim": 50, "n_random_features": 200}

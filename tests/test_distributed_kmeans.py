@@ -6,9 +6,10 @@ from sklearn.cluster import KMeans
 from sklearn.datasets import make_blobs
 from sklearn.metrics import normalized_mutual_info_score
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.federated.kmeans import distributed_kmeans, kmeans_on_workers
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import LocalCluster, validate_cluster
+from kernelscale.runtime import validate_cluster
 
 
 def _blobs(n, seed, n_workers=4):

@@ -7,12 +7,13 @@ import pytest
 import scipy.sparse as sp
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.horizontal import DistributedKernelPCA, diskpca, random_features_pca
 from kernelscale.kernels import KERNELS, make_kernel
 from kernelscale.linalg import as_generator, unique_rows
 from kernelscale.metrics.lowrank import exact_kpca_reference, lowrank_error
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import Ledger, LocalCluster
+from kernelscale.runtime import Ledger
 
 SMALL = {"n_landmarks": 20, "embedding_dim": 8, "row_sketch_dim": 20, "n_random_features": 40}
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from kernelscale import DistributedKernelPCA, StreamingKernelPCA
+from kernelscale.backends.local import LocalCluster
 from kernelscale.horizontal.evaluate import distributed_error
 from kernelscale.metrics.lowrank import lowrank_error
-from kernelscale.runtime import LocalCluster
 
 
 def _data(seed: int) -> np.ndarray:

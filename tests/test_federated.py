@@ -6,9 +6,9 @@ import scipy.linalg as sla
 from sklearn.datasets import make_blobs
 from sklearn.metrics import normalized_mutual_info_score
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.federated import ck_kmeans, fk_kmeans, lanczos, paper_gamma
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import LocalCluster
 
 
 def _cluster(X, n_workers=4, seed=0):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.federated import fk_kmeans, paper_gamma
 from kernelscale.federated.fkkmeans import MIN_ROWS_FOR_GAMMA
-from kernelscale.runtime import LocalCluster
 
 
 def _blobs(seed):

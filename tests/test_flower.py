@@ -19,12 +19,13 @@ import pytest
 
 pytest.importorskip("flwr", reason="backend='flower' needs flwr: pip install kernelscale[flower]")
 
+from kernelscale.backends.flower.cluster import FlowerCluster  # noqa: E402
+from kernelscale.backends.flower.local import LocalFederation  # noqa: E402
+from kernelscale.backends.local import LocalCluster  # noqa: E402
 from kernelscale.federated.baselines import distributed_spectral_clustering  # noqa: E402
 from kernelscale.federated.fkkmeans import fk_kmeans, moment_step, paper_gamma  # noqa: E402
 from kernelscale.kernels import make_kernel  # noqa: E402
-from kernelscale.runtime import Ledger, LocalCluster, WorkerError  # noqa: E402
-from kernelscale.runtime.flower import FlowerCluster  # noqa: E402
-from kernelscale.runtime.flower_local import LocalFederation  # noqa: E402
+from kernelscale.runtime import Ledger, WorkerError  # noqa: E402
 from kernelscale.runtime.validation import describe_partition  # noqa: E402
 from kernelscale.vertical.oneshot import one_shot_kpca  # noqa: E402
 
@@ -82,8 +83,7 @@ def _fresh(cluster, data_key="partition-path"):
 
 
 def test_bad_flower_inputs_fail_before_any_process_starts():
-    from kernelscale import FederatedKernelKMeans
-    from kernelscale.runtime import make_cluster
+    from kernelscale import FederatedKernelKMeans, make_cluster
 
     with pytest.raises(TypeError, match="give their number"):
         make_cluster(ROWS, backend="flower", client="127.0.0.1:1")

@@ -14,8 +14,9 @@ import pytest
 from sklearn.datasets import make_blobs
 
 from kernelscale import DistributedKernelPCA
+from kernelscale.backends.local import LocalCluster
 from kernelscale.federated import FederatedKernelKMeans
-from kernelscale.runtime import Cluster, LocalCluster
+from kernelscale.runtime import Cluster
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from kernelscale import make_kernel
+from kernelscale.backends.local import LocalCluster
 from kernelscale.datasets import load_digits_standardized
 from kernelscale.federated import fk_kmeans
 from kernelscale.horizontal import (
@@ -14,7 +15,6 @@ from kernelscale.horizontal import (
     uniform_dislr,
 )
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import LocalCluster
 from kernelscale.vertical.oneshot import one_shot_kpca
 
 

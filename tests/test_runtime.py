@@ -7,18 +7,18 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from kernelscale.backends.local import LocalCluster, effective_n_jobs
 from kernelscale.runtime import (
     DOWN,
     UP,
     Ledger,
-    LocalCluster,
     Tagged,
     WorkerError,
     count_words,
     validate_cluster,
     worker_seeds,
 )
-from kernelscale.runtime.cluster import add_reply, effective_n_jobs
+from kernelscale.runtime.cluster import add_reply
 
 
 def _echo_rows(state, payload):

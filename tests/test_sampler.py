@@ -6,6 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from kernelscale import DistributedKernelPCA
+from kernelscale.backends.local import LocalCluster
 from kernelscale.datasets import load_digits_standardized
 from kernelscale.horizontal import diskpca, uniform_dislr
 from kernelscale.horizontal.diskpca import pilot_ridge, ridge_schedule
@@ -20,7 +21,7 @@ from kernelscale.linalg import (
 )
 from kernelscale.metrics.lowrank import exact_kpca_reference, excess_energy_ratio, lowrank_error
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import DOWN, UP, LocalCluster, Tagged, WorkerState
+from kernelscale.runtime import DOWN, UP, Tagged, WorkerState
 
 SEEDS = [0, 1, 2, 3, 4]
 RBF = make_kernel("rbf", gamma=0.2)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from kernelscale import make_kernel
+from kernelscale.backends.local import LocalCluster
 from kernelscale.datasets import load_digits_standardized
 from kernelscale.federated import distributed_spectral_clustering, fk_kmeans, rfk_kmeans
 from kernelscale.federated.dspgd_plain import dspgd_without_cem
@@ -16,7 +17,6 @@ from kernelscale.horizontal import (
     uniform_dislr,
 )
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import LocalCluster
 from kernelscale.runtime.steps import resolve_step, step_name, worker_step
 from kernelscale.streaming import streaming_kpca_distributed
 from kernelscale.vertical import dpca, one_shot_kpca, vertical_transform

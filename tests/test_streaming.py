@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from threadpoolctl import threadpool_limits
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.kernels import make_kernel
 from kernelscale.metrics import TrainTiming, test_time_per_point, train_time
 from kernelscale.metrics.kernel_error import (
@@ -15,7 +16,6 @@ from kernelscale.metrics.kernel_error import (
     streaming_space_words,
 )
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime import LocalCluster
 from kernelscale.streaming import (
     RNCA,
     SKPCA,

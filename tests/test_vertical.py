@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from sklearn.decomposition import KernelPCA
 from sklearn.metrics.pairwise import laplacian_kernel
 
+from kernelscale.backends.local import LocalCluster
 from kernelscale.kernels import make_kernel
 from kernelscale.metrics.subspace import (
     principal_angle_sines,
@@ -16,7 +17,6 @@ from kernelscale.metrics.subspace import (
     sin_theta_distance,
 )
 from kernelscale.partition import feature_block_partition
-from kernelscale.runtime import LocalCluster
 from kernelscale.vertical import centre_kernel, one_shot_kpca, vertical_transform
 from kernelscale.vertical.dpca import dpca, ring_neighbourhoods
 

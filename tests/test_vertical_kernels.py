@@ -6,9 +6,9 @@ from sklearn.decomposition import KernelPCA
 from sklearn.metrics.pairwise import pairwise_kernels
 
 from kernelscale import VerticalKernelPCA
+from kernelscale.backends.local import LocalCluster
 from kernelscale.kernels import make_kernel
 from kernelscale.partition import feature_block_partition
-from kernelscale.runtime import LocalCluster
 from kernelscale.vertical import one_shot_kpca, vertical_transform
 
 PARAMS = {"sigmoid": {"gamma": 0.02, "coef0": 0.5}, "chi2": {"gamma": 0.05}}

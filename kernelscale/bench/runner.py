@@ -1,7 +1,7 @@
 """Run an :class:`~kernelscale.bench.spec.Experiment`: one CSV row per run.
 
 The loop is workers x seeds x methods x budgets. Each run fits on a fresh
-:class:`~kernelscale.runtime.LocalCluster` partition, records the ledger's fit
+:class:`~kernelscale.backends.local.LocalCluster` partition, records the ledger's fit
 and upload words, wall-clock seconds and the peak memory allocated during the
 fit (``tracemalloc``: memory beyond the data already held), then evaluates
 the low-rank error through the runtime (phase ``evaluate``). Where the spec
@@ -32,6 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernelscale import horizontal
+from kernelscale.backends.local import LocalCluster
 from kernelscale.bench.spec import Experiment, Method
 from kernelscale.bench.sweep import data_options, size_method
 from kernelscale.horizontal.forecast import forecast_words
@@ -39,7 +40,6 @@ from kernelscale.kernels import Kernel, make_kernel, median_heuristic
 from kernelscale.metrics.lowrank import excess_energy_ratio
 from kernelscale.partition import make_partition, split
 from kernelscale.progress import progress_bar
-from kernelscale.runtime import LocalCluster
 
 COLUMNS = ("experiment", "method", "messages", "budget", "max_words", "n_landmarks", "seed",
            "n_workers", "n_samples", "n_features", "fit_words", "upload_words", "seconds",

@@ -13,19 +13,19 @@ from sklearn.base import (
 )
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from kernelscale.cluster_factory import estimator_cluster
 from kernelscale.federated.baselines import distributed_spectral_clustering
 from kernelscale.federated.fkkmeans import fk_kmeans
 from kernelscale.kernels import KERNELS, kernel_name, make_kernel
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
 from kernelscale.partition import make_partition
 from kernelscale.progress import get_logger, track_rounds, verbosity
-from kernelscale.runtime.build import estimator_cluster
 
 LOGGER = get_logger("federated")
 
 
 def _cluster(estimator, X, y, rng):
-    """The clients' cluster (see ``kernelscale.runtime.build.estimator_cluster``)."""
+    """The clients' cluster (see ``kernelscale.cluster_factory.estimator_cluster``)."""
 
     def split_rows(n_samples):
         if n_samples < estimator.n_workers:
@@ -128,7 +128,7 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         SuperLink's ``host:port``, or a ready cluster to use its options, e.g.
         ``client=FlowerCluster("127.0.0.1:9093", n_workers=3, secure_rounds="all",
         lost="drop")`` (SecAgg+ sums, within its ``secure_range``, and dropping
-        lost nodes; see :class:`~kernelscale.runtime.FlowerCluster`): the fit runs
+        lost nodes; see :class:`~kernelscale.backends.flower.cluster.FlowerCluster`): the fit runs
         on it as it is (its workers and ``timeout``, not ``n_workers`` /
         ``timeout`` here) and closes it at the end, so give a new one to each fit.
     retry_lost : bool, default=False

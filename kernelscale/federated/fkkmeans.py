@@ -72,7 +72,7 @@ def paper_gamma(cluster: Cluster, n_rows=None, min_rows: int = MIN_ROWS_FOR_GAMM
     when ``n_rows`` (rows per client) is given, a client with fewer than
     ``min_rows`` rows is refused with a ValueError before anything is sent,
     unless the cluster adds this round up securely (a
-    :class:`~kernelscale.runtime.flower.FlowerCluster` with ``secure_rounds``
+    :class:`~kernelscale.backends.flower.cluster.FlowerCluster` with ``secure_rounds``
     naming ``"gamma: moments"``, where the server learns only the totals).
 
     Raises
@@ -441,7 +441,7 @@ def fk_kmeans(
     Examples
     --------
     >>> import numpy as np
-    >>> from kernelscale.runtime import LocalCluster
+    >>> from kernelscale.backends.local import LocalCluster
     >>> rng = np.random.default_rng(0)
     >>> X = np.vstack([rng.normal(0, 0.3, (60, 2)), rng.normal(4, 0.3, (60, 2))])
     >>> cluster = LocalCluster([X[::3], X[1::3], X[2::3]])

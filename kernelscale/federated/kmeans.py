@@ -329,7 +329,7 @@ def distributed_kmeans(
     Examples
     --------
     >>> import numpy as np
-    >>> from kernelscale.runtime import LocalCluster
+    >>> from kernelscale.backends.local import LocalCluster
     >>> rng = np.random.default_rng(0)
     >>> X = np.vstack([rng.normal(0, 0.1, (50, 2)), rng.normal(5, 0.1, (50, 2))])
     >>> result = distributed_kmeans(LocalCluster([X[::2], X[1::2]]), 2, random_state=0)

@@ -11,6 +11,8 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from kernelscale.backends.local import LocalCluster
+from kernelscale.cluster_factory import estimator_cluster
 from kernelscale.horizontal.baselines import (
     exact_kpca,
     random_features_pca,
@@ -34,8 +36,7 @@ from kernelscale.metrics.lowrank import (
 )
 from kernelscale.partition import make_partition, split
 from kernelscale.progress import get_logger, track_rounds, verbosity
-from kernelscale.runtime import LocalCluster
-from kernelscale.runtime.build import estimator_cluster, is_partition_list
+from kernelscale.runtime.inputs import is_partition_list
 
 METHODS = {
     "diskpca": diskpca,
@@ -204,7 +205,7 @@ default=None
         SuperLink's ``host:port``, or a ready cluster to use its options, e.g.
         ``client=FlowerCluster("127.0.0.1:9093", n_workers=3, secure_rounds="all",
         lost="drop")`` (SecAgg+ sums, within its ``secure_range``, and dropping
-        lost nodes; see :class:`~kernelscale.runtime.FlowerCluster`): the fit runs
+        lost nodes; see :class:`~kernelscale.backends.flower.cluster.FlowerCluster`): the fit runs
         on it as it is (its workers and ``timeout``, not ``n_workers`` /
         ``timeout`` here) and closes it at the end, so give a new one to each fit.
     retry_lost : bool, default=False

@@ -3,7 +3,7 @@
 A worker step walks its rows in chunks (bounded memory, DESIGN.md). Written as
 ``for start, stop, value in map_chunks(compute, n_rows, chunk_size)``, the
 chunks are computed by the backend's chunk pool when it has one (the
-in-process :class:`~kernelscale.runtime.LocalCluster` with ``n_jobs > 1``), a
+in-process :class:`~kernelscale.backends.local.LocalCluster` with ``n_jobs > 1``), a
 few chunks ahead, and always handed back in row order. A step that adds the
 chunks' values up in that order gets the same result, bit for bit, with or
 without the pool: parallel chunks change the time, never the answer. Without a

@@ -19,6 +19,7 @@ from functools import partial
 
 import numpy as np
 
+from kernelscale.backends.dask.cli import add_dask_args, cli_client
 from kernelscale.cli_common import (
     UsageError,
     add_header_arg,
@@ -29,7 +30,6 @@ from kernelscale.cli_common import (
     print_error,
 )
 from kernelscale.runtime import WorkerError
-from kernelscale.runtime.build import add_dask_args, cli_client
 from kernelscale.vertical.oneshot import VERTICAL_KERNELS
 
 

@@ -10,12 +10,13 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from kernelscale.cluster_factory import cluster_options, make_cluster
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, kernel_name, make_kernel
 from kernelscale.linalg import like_input, preserved_dtypes
 from kernelscale.partition import feature_block_partition
 from kernelscale.progress import get_logger, track_rounds, verbosity
-from kernelscale.runtime import Ledger, make_cluster
-from kernelscale.runtime.build import cluster_options, is_loader, is_loader_list
+from kernelscale.runtime import Ledger
+from kernelscale.runtime.inputs import is_loader, is_loader_list, load_partition
 from kernelscale.vertical.oneshot import VERTICAL_KERNELS, one_shot_kpca, validate_vertical
 from kernelscale.vertical.projection import vertical_transform
 
@@ -30,12 +31,10 @@ def stack_rows(train, new):
     """A party's block for a transform: its training rows, then the new samples' rows.
 
     Either part may be a loader (a path or a callable, see
-    :func:`kernelscale.runtime.make_cluster`); ``functools.partial(stack_rows, ...)``
+    :func:`kernelscale.make_cluster`); ``functools.partial(stack_rows, ...)``
     is itself a picklable loader, so on Dask the party loads its training block on
     its own worker.
     """
-    from kernelscale.runtime.dask_actor import load_partition
-
     train = load_partition(train) if is_loader(train) else train
     new = load_partition(new) if is_loader(new) else new
     if np.ndim(new) != 2 or new.shape[1] != train.shape[1]:
@@ -137,7 +136,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     parties' own storage and are never sent.
 
     ``fit`` and ``transform`` also take one loader per party (a file path or a
-    picklable callable, as in :func:`kernelscale.runtime.make_cluster`): on Dask each
+    picklable callable, as in :func:`kernelscale.make_cluster`): on Dask each
     party loads its block on its own worker, and ``X_fit_blocks_`` keeps the
     loaders, so ``transform`` has each party reload its training block there and
     append the new samples' block (given as arrays, sent to the party that holds

@@ -30,8 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kernelscale.backends.dask.actor import PartitionActor, settle
 from kernelscale.runtime.cluster import Cluster, WorkerError, _reset_state
-from kernelscale.runtime.dask_actor import PartitionActor, load_partition, settle
 from kernelscale.runtime.ledger import DOWN, UP
 from kernelscale.runtime.validation import describe_partition
 
@@ -65,7 +65,7 @@ class DaskCluster(Cluster):
     """A :class:`~kernelscale.runtime.Cluster` on a ``distributed.Client``.
 
     Build it with :meth:`from_arrays` or :meth:`from_loaders` (or
-    :func:`kernelscale.runtime.make_cluster`).
+    :func:`kernelscale.make_cluster`).
 
     Parameters
     ----------
@@ -405,4 +405,4 @@ class DaskCluster(Cluster):
         self._history.clear()
 
 
-__all__ = ["DaskCluster", "PartitionActor", "load_partition"]
+__all__ = ["DaskCluster", "PartitionActor"]

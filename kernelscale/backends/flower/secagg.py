@@ -27,7 +27,6 @@ The sum is approximate: each client adds at most one quantisation step
 
 from __future__ import annotations
 
-import io
 import math
 import time
 
@@ -50,8 +49,9 @@ from flwr.server.strategy import Strategy
 from flwr.server.workflow import SecAggPlusWorkflow
 from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD
 
+from kernelscale.backends.flower.node import run_step
+from kernelscale.backends.flower.wire import HEADER, POLL_SECONDS, from_bytes, send, to_npy
 from kernelscale.runtime import codec
-from kernelscale.runtime.flower_app import HEADER, POLL_SECONDS, from_bytes
 
 SECURE = "kernelscale"  # the FitIns config key holding our message
 STAGES = ("setup", "share keys", "collect masked vectors", "unmask")
@@ -83,12 +83,10 @@ def secure_reply_arrays(reply, secure_range: float) -> tuple[str, list[np.ndarra
 
 def handle_secure_train(message: Message, context: Context) -> Message:
     """The ``train`` handler behind ``secaggplus_mod``: run the step, reply in FitRes form."""
-    from kernelscale.runtime.flower_app import _run_step
-
     fitins = compat.recorddict_to_fitins(message.content, keep_input=True)
     content = from_bytes(fitins.config[SECURE])
     header = content[HEADER]
-    reply, seconds = _run_step(header, content, context)
+    reply, seconds = run_step(header, content, context)
     tree, arrays = secure_reply_arrays(reply, float(header["secure-range"]))
     fitres = FitRes(Status(Code.OK, ""), ndarrays_to_parameters(arrays), 1,
                     {"tree": tree, "seconds": float(seconds)})
@@ -192,8 +190,6 @@ def _secagg_size(content: RecordDict) -> tuple[int, int]:
 
 def relay_secure_sum(grid, connection, request: dict, blobs: list[bytes]) -> None:
     """Run one secure round for the FlowerCluster and send back the sum and the transcript."""
-    from kernelscale.runtime.flower_app import _send
-
     nodes = [int(node) for node, _ in request["messages"]]
     fitins = {node: FitIns(Parameters([], ""), {SECURE: blob})
               for node, blob in zip(nodes, blobs, strict=True)}
@@ -220,21 +216,11 @@ def relay_secure_sum(grid, connection, request: dict, blobs: list[bytes]) -> Non
     if len(answered) == len(nodes) and len(trees) == 1:
         mean = parameters_to_ndarrays(next(iter(answered.values())).parameters)
         header["tree"], header["n_sum"] = trees.pop(), len(mean)
-        blobs_out += [_npy(a * len(answered)) for a in mean]
+        blobs_out += [to_npy(a * len(answered)) for a in mean]
     for node in sorted(watched.masked):
-        blobs_out += [_npy(v) for v in watched.masked[node]]
-    _send(connection, header, *blobs_out)
+        blobs_out += [to_npy(v) for v in watched.masked[node]]
+    send(connection, header, *blobs_out)
 
 
-def _npy(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, np.asarray(array), allow_pickle=False)
-    return buffer.getvalue()
-
-
-def from_npy(blob: bytes) -> np.ndarray:
-    return np.load(io.BytesIO(blob), allow_pickle=False)
-
-
-__all__ = ["handle_secure_train", "relay_secure_sum", "secure_reply_arrays", "from_npy"]
+__all__ = ["handle_secure_train", "relay_secure_sum", "secure_reply_arrays"]
 

@@ -1,4 +1,4 @@
-"""The pieces of :mod:`kernelscale.runtime.dask` that touch the actors.
+"""The pieces of :mod:`kernelscale.backends.dask.cluster` that touch the actors.
 
 ``PartitionActor`` runs on a Dask worker (which imports only this module, the
 runtime and the protocol's steps); ``settle`` waits on its calls in the client's
@@ -8,27 +8,12 @@ event loop.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable
-from typing import Any
 
 from kernelscale.runtime.cluster import WorkerState, one_blas_thread
+from kernelscale.runtime.inputs import load_partition
 from kernelscale.runtime.ledger import count_words
-
-
-def load_partition(loader) -> Any:
-    """Run a loader: a path (``kernelscale.datasets.load``) or a picklable callable."""
-    if isinstance(loader, (str, os.PathLike)):
-        from kernelscale.datasets import load
-
-        return load(loader)
-    if callable(loader):
-        return loader()
-    raise TypeError(
-        f"A loader must be a file path or a callable returning the partition, "
-        f"got {type(loader).__name__}."
-    )
 
 
 async def settle(pending: dict, timeout: float) -> dict:
@@ -71,4 +56,4 @@ class PartitionActor:
         return reply, time.perf_counter() - start
 
 
-__all__ = ["PartitionActor", "load_partition", "settle"]
+__all__ = ["PartitionActor", "settle"]

@@ -26,8 +26,8 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kernelscale.runtime.flower import flower_env
-from kernelscale.runtime.flower_supernode import IDLE_ENV
+from kernelscale.backends.flower.cluster import flower_env
+from kernelscale.backends.flower.supernode import IDLE_ENV
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -71,7 +71,7 @@ class LocalFederation:
         The SuperNodes' wait after a poll that found no message. Flower 1.41
         fixes it at 3 s, which makes every round of a protocol take 3-7 s; with
         a number the nodes run through
-        :mod:`kernelscale.runtime.flower_supernode`, the same SuperNode with only
+        :mod:`kernelscale.backends.flower.supernode`, the same SuperNode with only
         that wait shortened. ``None`` runs the stock ``flower-supernode``.
 
     Attributes
@@ -121,7 +121,7 @@ class LocalFederation:
             self._wait_http(timeout)
             for i, config in enumerate(self.node_configs):
                 launcher = ([_command("flower-supernode")] if self.node_idle_seconds is None
-                            else [sys.executable, "-m", "kernelscale.runtime.flower_supernode"])
+                            else [sys.executable, "-m", "kernelscale.backends.flower.supernode"])
                 self.nodes.append(self._spawn(
                     [*launcher, "--insecure", "--superlink", self.address,
                      "--port", str(free_port()), "--node-config", node_config_text(config)],

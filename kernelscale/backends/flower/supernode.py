@@ -7,10 +7,10 @@ round's message, and before it pushes the reply, which is not ready at the
 pull), so a round of milliseconds of work takes 3-7 s. This launcher runs the
 same SuperNode, with the same arguments, and only that idle wait shortened to
 ``KERNELSCALE_SUPERNODE_IDLE_SECONDS`` (default 0.1 s).
-:class:`~kernelscale.runtime.flower_local.LocalFederation` starts its nodes
+:class:`~kernelscale.backends.flower.local.LocalFederation` starts its nodes
 through it (tests, demos); a real deployment runs ``flower-supernode`` itself::
 
-    python -m kernelscale.runtime.flower_supernode --insecure --superlink 127.0.0.1:9093 ...
+    python -m kernelscale.backends.flower.supernode --insecure --superlink 127.0.0.1:9093 ...
 """
 
 from __future__ import annotations

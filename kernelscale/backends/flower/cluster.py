@@ -10,7 +10,7 @@ API, so the unchanged master functions (``diskpca``, ``fk_kmeans``,
     print(cluster.ledger.summary())
 
 How a round travels. Opening a FlowerCluster submits a run (``flwr run``) of the
-app of :mod:`kernelscale.runtime.flower_app`. Its ServerApp connects back to this
+app of :mod:`kernelscale.backends.flower.app`. Its ServerApp connects back to this
 process (an authenticated local socket, the key in a file only this user can
 read) and relays each round: one ``query.kernelscale`` Message per SuperNode with
 the step's *name* and its arguments as data, sent with the Grid's
@@ -79,8 +79,8 @@ packages = ["."]
 publisher = "kernelscale"
 
 [tool.flwr.app.components]
-serverapp = "kernelscale.runtime.flower_app:server_app"
-clientapp = "kernelscale.runtime.flower_app:client_app"
+serverapp = "kernelscale.backends.flower.app:server_app"
+clientapp = "kernelscale.backends.flower.app:client_app"
 
 [tool.flwr.app.config]
 kernelscale-relay = ""
@@ -126,7 +126,7 @@ class FlowerCluster(Cluster):
     secure_rounds : None, "all" or iterable of str, default=None
         Summed rounds (``reduce="sum"``) to run through Flower's SecAgg+ so that
         the server learns only the sum: ``"all"`` of them, or those named. Their
-        sums are approximate (see :mod:`kernelscale.runtime.flower_secagg`) and
+        sums are approximate (see :mod:`kernelscale.backends.flower.secagg`) and
         their uploads are counted under the kinds ``secure_sum`` and ``secagg``.
     secure_range : float, default=1e4
         Every number of a secure reply must lie in ``[-secure_range, secure_range]``
@@ -301,7 +301,7 @@ class FlowerCluster(Cluster):
     def _records(header: dict, args=None):
         from flwr.app import ConfigRecord, RecordDict
 
-        from kernelscale.runtime.flower_app import HEADER, put_payload
+        from kernelscale.backends.flower.wire import HEADER, put_payload
 
         content = RecordDict({HEADER: ConfigRecord(header)})
         if args is not None:
@@ -310,7 +310,7 @@ class FlowerCluster(Cluster):
 
     def _round(self, round: str, messages: list, timeout: float) -> dict:
         """Relay one round: ``{index: ("reply", RecordDict) | ("lost"|"error", reason)}``."""
-        from kernelscale.runtime.flower_app import QUERY, from_bytes, to_bytes
+        from kernelscale.backends.flower.wire import QUERY, from_bytes, to_bytes
 
         header = {"op": "round", "round": round, "timeout": timeout,
                   "messages": [[int(node), QUERY] for node, _ in messages]}
@@ -371,7 +371,7 @@ class FlowerCluster(Cluster):
         self._idle_since = time.perf_counter()
 
     def _run(self, step, per_worker_args, round, deliver):
-        from kernelscale.runtime.flower_app import get_payload
+        from kernelscale.backends.flower.wire import get_payload
 
         name = step_name(step)  # refuses anything that is not a registered step
         live = [w for w in range(self.n_workers) if w not in self.lost_workers]
@@ -414,9 +414,8 @@ class FlowerCluster(Cluster):
 
     def _secure_round(self, step, per_worker_args, round, kind):
         """A summed round through SecAgg+: counts, times and returns only the sum."""
+        from kernelscale.backends.flower.wire import from_npy, to_bytes
         from kernelscale.runtime import codec
-        from kernelscale.runtime.flower_app import to_bytes
-        from kernelscale.runtime.flower_secagg import from_npy
 
         name = step_name(step)
         if len(per_worker_args) != self.n_workers:
@@ -488,6 +487,34 @@ class FlowerCluster(Cluster):
         shutil.rmtree(self._workdir, ignore_errors=True)
 
 
+def flower_cluster(data, client, data_key: str | None = None, timeout: float = 600.0):
+    """A FlowerCluster on the SuperLink ``client`` with ``data`` SuperNodes (``make_cluster``).
+
+    ``client`` may be a ready :class:`Cluster` (e.g. ``FlowerCluster(superlink,
+    n_workers=3, secure_rounds="all", lost="drop")``): it is used as it is (its
+    workers, ``timeout``, ``lost`` and secure rounds), ``data_key`` (``fit("key")``)
+    set on it.
+    """
+    if isinstance(client, Cluster):
+        if data_key is not None:
+            if not hasattr(client, "data_key"):
+                raise TypeError(
+                    f"fit({data_key!r}) names the node-config key of the SuperNodes' "
+                    f"partition files; the {type(client).__name__} given as client holds "
+                    "its partitions: fit(None).")
+            client.data_key = str(data_key)
+        return client
+    if not isinstance(client, str) or not client:
+        raise ValueError("backend='flower' needs client='host:port' of the Flower SuperLink.")
+    if isinstance(data, bool) or not isinstance(data, (int, np.integer)) or data < 1:
+        raise TypeError(
+            "With backend='flower' the partitions are on the SuperNodes (each reads the file "
+            "named in its node config): give their number as data, not "
+            f"{type(data).__name__}.")
+    return FlowerCluster(client, int(data), data_key=data_key or "partition-path",
+                         timeout=timeout)
+
+
 def _scale(value, factor: float):
     """``factor * value`` for a summed reply (arrays, numbers, dicts, lists)."""
     if isinstance(value, Tagged):
@@ -509,4 +536,4 @@ def _flwr() -> str:
     return str(candidate) if candidate.exists() else (shutil.which("flwr") or "flwr")
 
 
-__all__ = ["FlowerCluster", "LOST_POLICIES", "flower_env"]
+__all__ = ["FlowerCluster", "LOST_POLICIES", "flower_cluster", "flower_env"]

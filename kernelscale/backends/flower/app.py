@@ -1,7 +1,7 @@
 """The Flower app behind ``backend="flower"``: a relay ServerApp and the worker ClientApp.
 
 Both are named in the app's ``pyproject.toml`` as
-``kernelscale.runtime.flower_app:server_app`` and ``...:client_app``, so the app
+``kernelscale.backends.flower.app:server_app`` and ``...:client_app``, so the app
 bundle (FAB) that Flower ships to the SuperLink and the SuperNodes holds no
 code: every node runs the kernelscale installed in its own environment.
 
@@ -17,10 +17,10 @@ encoded, in the ClientApp's ``context.state``, which stays on the SuperNode.
 
 A ``train`` message is a secure round: SecAgg+ (``secaggplus_mod``) wraps the
 same step so that the server receives only masked vectors
-(:mod:`kernelscale.runtime.flower_secagg`).
+(:mod:`kernelscale.backends.flower.secagg`).
 
 ServerApp (the relay). The master function runs in the user's process
-(:class:`~kernelscale.runtime.flower.FlowerCluster`); the ServerApp connects back
+(:class:`~kernelscale.backends.flower.cluster.FlowerCluster`); the ServerApp connects back
 to it (address and key file in the run config) and turns each of its requests
 into Flower Messages sent through the Grid, streaming the replies back as they
 arrive. Records travel between the two as Flower's own protobuf encoding.
@@ -33,52 +33,24 @@ import time
 import traceback
 from multiprocessing.connection import Client
 
-from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.client.mod import secaggplus_mod
 from flwr.clientapp import ClientApp
-from flwr.common import serde
-from flwr.proto.recorddict_pb2 import RecordDict as RecordDictProto
 from flwr.serverapp import Grid, ServerApp
 
-from kernelscale.runtime import codec
+from kernelscale.backends.flower.node import hello, run_step
+from kernelscale.backends.flower.wire import (
+    HEADER,
+    POLL_SECONDS,
+    from_bytes,
+    put_payload,
+    send,
+    to_bytes,
+)
 
-QUERY = "query.kernelscale"
-HEADER = "kernelscale"
-STATE = "kernelscale.state"
-DEFAULT_DATA_KEY = "partition-path"
-POLL_SECONDS = 0.05
 NODE_CHECK_SECONDS = 1.0
 # Flower's error codes for a node or message that is gone (flwr.common.constant.ErrorCode).
 LOST_CODES = (3, 4, 5, 8)  # message unavailable, reply unavailable, node unavailable, crashed
-
-
-# ----------------------------------------------------------------- records
-
-def put_payload(content: RecordDict, name: str, payload) -> None:
-    """Store ``payload`` in ``content`` as ``<name>.tree`` (config) and ``<name>.arrays``."""
-    tree, arrays = codec.encode(payload)
-    content[f"{name}.tree"] = ConfigRecord({"tree": tree})
-    content[f"{name}.arrays"] = ArrayRecord({str(i): Array(a) for i, a in enumerate(arrays)})
-
-
-def get_payload(content: RecordDict, name: str):
-    """The payload stored by :func:`put_payload` (``None`` if absent)."""
-    if f"{name}.tree" not in content:
-        return None
-    record = content[f"{name}.arrays"]
-    arrays = [record[str(i)].numpy() for i in range(len(record))]
-    return codec.decode(str(content[f"{name}.tree"]["tree"]), arrays)
-
-
-def to_bytes(content: RecordDict) -> bytes:
-    """A RecordDict as Flower's protobuf bytes (for the relay connection)."""
-    return serde.recorddict_to_proto(content).SerializeToString()
-
-
-def from_bytes(data: bytes) -> RecordDict:
-    proto = RecordDictProto()
-    proto.ParseFromString(data)
-    return serde.recorddict_from_proto(proto)
 
 
 # ----------------------------------------------------------------- the worker (ClientApp)
@@ -93,9 +65,9 @@ def handle_query(message: Message, context: Context) -> Message:
     out = RecordDict()
     try:
         if header["op"] == "hello":
-            out[HEADER] = ConfigRecord(_hello(context, str(header["data-key"])))
+            out[HEADER] = ConfigRecord(hello(context, str(header["data-key"])))
         else:
-            reply, seconds = _run_step(header, message.content, context)
+            reply, seconds = run_step(header, message.content, context)
             out[HEADER] = ConfigRecord({"seconds": seconds})
             put_payload(out, "reply", reply)
     except Exception as exc:  # the server gets one line naming the failure
@@ -105,54 +77,10 @@ def handle_query(message: Message, context: Context) -> Message:
 
 @client_app.train(mods=[secaggplus_mod])
 def handle_train(message: Message, context: Context) -> Message:
-    """A secure round: our step inside SecAgg+'s collect stage (``flower_secagg``)."""
-    from kernelscale.runtime.flower_secagg import handle_secure_train
+    """A secure round: our step inside SecAgg+'s collect stage (``secagg``)."""
+    from kernelscale.backends.flower.secagg import handle_secure_train
 
     return handle_secure_train(message, context)
-
-
-def _hello(context: Context, data_key: str) -> dict:
-    config = context.node_config
-    if "partition-id" not in config:
-        raise ValueError(
-            "this SuperNode has no partition-id in its node config; start it with "
-            f"--node-config 'partition-id=0 {data_key}=\"/path/to/part0.npy\"'")
-    if data_key not in config:
-        raise ValueError(f"this SuperNode's node config has no {data_key!r} (the file of "
-                         "its partition)")
-    import kernelscale
-
-    return {"partition-id": int(config["partition-id"]), "version": kernelscale.__version__}
-
-
-def _run_step(header, content: RecordDict, context: Context):
-    from kernelscale.runtime.cluster import WorkerState, one_blas_thread
-    from kernelscale.runtime.dask_actor import load_partition
-    from kernelscale.runtime.ledger import count_words
-    from kernelscale.runtime.steps import resolve_step
-    from kernelscale.runtime.validation import as_float_matrix
-
-    step = resolve_step(str(header["step"]))  # only kernelscale's registered steps
-    data_key, epoch = str(header["data-key"]), int(header["epoch"])
-    loaded = load_partition(str(context.node_config[data_key]))
-    state = WorkerState(loaded, int(header["worker"]))
-    saved = get_payload(context.state, STATE) if STATE + ".tree" in context.state else None
-    if saved is not None and saved["epoch"] == epoch:
-        for name, value in saved["attributes"].items():
-            setattr(state, name, value)
-        if saved["normalised"]:  # a validation step replaced the data by its float form
-            state.data = as_float_matrix(loaded)
-    args = get_payload(content, "args") or ()
-    start = time.perf_counter()
-    with one_blas_thread():
-        reply = step(state, *args)
-    seconds = time.perf_counter() - start
-    count_words(reply)  # a reply the ledger cannot count is a step error
-    attributes = {k: v for k, v in vars(state).items() if k not in ("data", "worker")}
-    normalised = bool(saved and saved["epoch"] == epoch and saved["normalised"])
-    put_payload(context.state, STATE, {"epoch": epoch, "attributes": attributes,
-                                       "normalised": normalised or state.data is not loaded})
-    return reply, seconds
 
 
 # ----------------------------------------------------------------- the relay (ServerApp)
@@ -179,29 +107,23 @@ def relay(grid: Grid, context: Context) -> None:
                 return
             try:
                 if op == "nodes":
-                    _send(connection, {"nodes": [int(n) for n in grid.get_node_ids()]})
+                    send(connection, {"nodes": [int(n) for n in grid.get_node_ids()]})
                 elif op == "round":
                     blobs = [connection.recv_bytes() for _ in request["messages"]]
                     relay_round(grid, connection, request, blobs)
                 elif op == "secure_sum":
-                    from kernelscale.runtime.flower_secagg import relay_secure_sum
+                    from kernelscale.backends.flower.secagg import relay_secure_sum
 
                     blobs = [connection.recv_bytes() for _ in request["messages"]]
                     relay_secure_sum(grid, connection, request, blobs)
                 else:
                     raise ValueError(f"unknown relay request {op!r}")
             except Exception as exc:  # the FlowerCluster raises it
-                _send(connection, {"event": "failed",
+                send(connection, {"event": "failed",
                                    "reason": f"{type(exc).__name__}: {exc}",
                                    "trace": traceback.format_exc(limit=5)})
     finally:
         connection.close()
-
-
-def _send(connection, header: dict, *blobs: bytes) -> None:
-    connection.send_bytes(json.dumps(header).encode())
-    for blob in blobs:
-        connection.send_bytes(blob)
 
 
 def relay_round(grid: Grid, connection, request: dict, blobs: list[bytes]) -> None:
@@ -221,7 +143,7 @@ def relay_round(grid: Grid, connection, request: dict, blobs: list[bytes]) -> No
     pending = dict(index)
     for i, mid in enumerate(ids):
         if not mid:
-            _send(connection, {"event": "lost", "index": i, "reason": "the SuperLink refused "
+            send(connection, {"event": "lost", "index": i, "reason": "the SuperLink refused "
                                "the message"})
     deadline = time.monotonic() + timeout
     next_check = time.monotonic() + NODE_CHECK_SECONDS
@@ -233,20 +155,20 @@ def relay_round(grid: Grid, connection, request: dict, blobs: list[bytes]) -> No
             if reply.has_error():
                 code, reason = int(reply.error.code), str(reply.error.reason)
                 event = "lost" if code in LOST_CODES else "error"
-                _send(connection, {"event": event, "index": i, "reason": reason})
+                send(connection, {"event": event, "index": i, "reason": reason})
             else:
-                _send(connection, {"event": "reply", "index": i}, to_bytes(reply.content))
+                send(connection, {"event": "reply", "index": i}, to_bytes(reply.content))
         if pending and time.monotonic() > next_check:
             alive = set(grid.get_node_ids())
             for mid, i in list(pending.items()):
                 if messages[i].metadata.dst_node_id not in alive:
                     del pending[mid]
-                    _send(connection, {"event": "lost", "index": i,
+                    send(connection, {"event": "lost", "index": i,
                                        "reason": "the node left the federation"})
             next_check = time.monotonic() + NODE_CHECK_SECONDS
         if pending:
             time.sleep(POLL_SECONDS)
-    _send(connection, {"event": "done", "missing": sorted(pending.values())})
+    send(connection, {"event": "done", "missing": sorted(pending.values())})
 
 
-__all__ = ["client_app", "server_app", "get_payload", "put_payload"]
+__all__ = ["client_app", "relay_round", "server_app"]

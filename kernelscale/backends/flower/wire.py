@@ -1,0 +1,78 @@
+"""What the two sides of the Flower backend share: message names, records and relay framing.
+
+The master's side (:mod:`~kernelscale.backends.flower.cluster`), the ServerApp and
+ClientApp (:mod:`~kernelscale.backends.flower.app`) and the secure sums
+(:mod:`~kernelscale.backends.flower.secagg`) all import this module and never
+each other's internals: a payload travels as ``<name>.tree`` (a config record)
+and ``<name>.arrays`` (an array record) in the format of
+:mod:`kernelscale.runtime.codec`; a record dict crosses the relay connection as
+Flower's protobuf bytes; an array as ``.npy`` bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
+from flwr.common import serde
+from flwr.proto.recorddict_pb2 import RecordDict as RecordDictProto
+
+from kernelscale.runtime import codec
+
+QUERY = "query.kernelscale"
+HEADER = "kernelscale"
+STATE = "kernelscale.state"
+DEFAULT_DATA_KEY = "partition-path"
+POLL_SECONDS = 0.05  # the relay's and SecAgg+'s wait between two pulls of the Grid
+
+
+def put_payload(content: RecordDict, name: str, payload) -> None:
+    """Store ``payload`` in ``content`` as ``<name>.tree`` (config) and ``<name>.arrays``."""
+    tree, arrays = codec.encode(payload)
+    content[f"{name}.tree"] = ConfigRecord({"tree": tree})
+    content[f"{name}.arrays"] = ArrayRecord({str(i): Array(a) for i, a in enumerate(arrays)})
+
+
+def get_payload(content: RecordDict, name: str):
+    """The payload stored by :func:`put_payload` (``None`` if absent)."""
+    if f"{name}.tree" not in content:
+        return None
+    record = content[f"{name}.arrays"]
+    arrays = [record[str(i)].numpy() for i in range(len(record))]
+    return codec.decode(str(content[f"{name}.tree"]["tree"]), arrays)
+
+
+def to_bytes(content: RecordDict) -> bytes:
+    """A RecordDict as Flower's protobuf bytes (for the relay connection)."""
+    return serde.recorddict_to_proto(content).SerializeToString()
+
+
+def from_bytes(data: bytes) -> RecordDict:
+    proto = RecordDictProto()
+    proto.ParseFromString(data)
+    return serde.recorddict_from_proto(proto)
+
+
+def send(connection, header: dict, *blobs: bytes) -> None:
+    """One relay message: a JSON header, then its binary blobs."""
+    connection.send_bytes(json.dumps(header).encode())
+    for blob in blobs:
+        connection.send_bytes(blob)
+
+
+def to_npy(array: np.ndarray) -> bytes:
+    """An array as .npy bytes (no pickle)."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def from_npy(blob: bytes) -> np.ndarray:
+    """The array of :func:`to_npy` (no pickle)."""
+    return np.load(io.BytesIO(blob), allow_pickle=False)
+
+
+__all__ = ["HEADER", "QUERY", "STATE", "from_bytes", "from_npy", "get_payload", "put_payload",
+           "send", "to_bytes", "to_npy"]
