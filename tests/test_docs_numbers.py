@@ -15,9 +15,10 @@ is checked here, paragraph by paragraph:
   ``4.9e-4``; a grouped integer ``587,495``; a count with a suffix ``228k``, ``4.78 M``)
   must appear in one of the cited results files, up to the rounding the prose shows:
   ``0.24`` matches 0.2361, ``228k`` matches 227,562, ``37%`` matches 0.37 or 37. Any
-  number may come from the cited ``summary.md``; one with at least three significant
+  number may come from the cited ``summary.md``; one with at least four significant
   digits may also come from the run's CSV or JSON files (among thousands of raw values
-  a coarser number would match by chance). Numbers in code spans and code blocks are
+  a coarser number would match by chance). A mean and its spread, ``0.623 ± 0.033``,
+  must appear together on one line of a cited summary. Numbers in code spans and code blocks are
   parameters, not results, and are not checked; nor are plain integers (``k = 10``).
 
 So a rerun that changes a result fails this test until the prose follows (or stops
@@ -170,7 +171,7 @@ def appears_in(quote: Quote, sources: set[Path]) -> bool:
     of raw values) only when the quote shows at least three significant digits."""
     for source in sources:
         for tables in (False, True):
-            if tables and quote.digits < 3:
+            if tables and quote.digits < 4:
                 continue
             values = source_numbers(source, tables)
             for value, tolerance in quote.readings:
@@ -246,17 +247,67 @@ def blocks(path: Path) -> list[Block]:
     return out
 
 
+PAIR = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?(?:e[-+]?\d+)?)\s*(?:±|\+-|\+/-)\s*"
+                  r"(\d+(?:\.\d+)?(?:e[-+]?\d+)?)", re.I)
+
+
+def pairs(text: str) -> list[tuple[Quote, Quote]]:
+    """Every ``mean ± spread`` written in ``text``, as two quotes."""
+    text = LINK_TARGET.sub("]", CODE.sub(" ", text))
+    found = []
+    for match in PAIR.finditer(text):
+        mean, spread = quotes(match.group(1)), quotes(match.group(2))
+        if mean and spread:
+            found.append((mean[0], spread[0]))
+    return found
+
+
+@cache
+def summary_lines(source: Path) -> tuple[tuple[float, ...], ...]:
+    """The numbers of each line of a cited summary (or of the summaries of a directory)."""
+    files = [source] if source.is_file() else [
+        p for p in source.rglob("*.md") if "quick" not in p.relative_to(source).parts]
+    lines = []
+    for path in files:
+        for line in path.read_text(errors="replace").splitlines():
+            values = []
+            for token in FILE_NUMBER.findall(line):
+                try:
+                    values.append(abs(float(token.rstrip(",").replace(",", ""))))
+                except ValueError:
+                    pass
+            if len(values) >= 2:
+                lines.append(tuple(values))
+    return tuple(lines)
+
+
+def pair_appears_in(mean: Quote, spread: Quote, sources: set[Path]) -> bool:
+    def close(quote: Quote, value: float) -> bool:
+        return any(abs(value - v) <= tol for v, tol in quote.readings)
+
+    for source in sources:
+        for values in summary_lines(source):
+            for i in range(len(values) - 1):
+                if close(mean, values[i]) and close(spread, values[i + 1]):
+                    return True
+    return False
+
+
 def stale_quotes(path: Path) -> list[str]:
     """'file:line: number' for every quoted number that its cited results do not hold."""
     problems = []
     for block in blocks(path):
         if not block.sources:
             continue
+        cited = ", ".join(sorted(s.relative_to(ROOT).as_posix() for s in block.sources))
         for quote in quotes(block.text):
             if not appears_in(quote, block.sources):
-                cited = ", ".join(sorted(s.relative_to(ROOT).as_posix() for s in block.sources))
                 problems.append(f"{path.relative_to(ROOT)}:{block.line}: {quote.text!r} is in "
                                 f"none of {cited}")
+        for mean, spread in pairs(block.text):
+            if not pair_appears_in(mean, spread, block.sources):
+                problems.append(f"{path.relative_to(ROOT)}:{block.line}: "
+                                f"'{mean.text} ± {spread.text}' is on no line of {cited}")
     return problems
 
 
