@@ -293,21 +293,24 @@ def pair_appears_in(mean: Quote, spread: Quote, sources: set[Path]) -> bool:
     return False
 
 
+def block_problems(block: Block) -> list[str]:
+    """What in a citing block its cited results do not hold, as written ('0.62', ...)."""
+    if not block.sources:
+        return []
+    problems = [repr(q.text) for q in quotes(block.text) if not appears_in(q, block.sources)]
+    problems += [f"'{mean.text} ± {spread.text}'" for mean, spread in pairs(block.text)
+                 if not pair_appears_in(mean, spread, block.sources)]
+    return problems
+
+
 def stale_quotes(path: Path) -> list[str]:
-    """'file:line: number' for every quoted number that its cited results do not hold."""
+    """'file:line: number (cited: ...)' for every quoted number its cited results lack."""
     problems = []
     for block in blocks(path):
-        if not block.sources:
-            continue
         cited = ", ".join(sorted(s.relative_to(ROOT).as_posix() for s in block.sources))
-        for quote in quotes(block.text):
-            if not appears_in(quote, block.sources):
-                problems.append(f"{path.relative_to(ROOT)}:{block.line}: {quote.text!r} is in "
-                                f"none of {cited}")
-        for mean, spread in pairs(block.text):
-            if not pair_appears_in(mean, spread, block.sources):
-                problems.append(f"{path.relative_to(ROOT)}:{block.line}: "
-                                f"'{mean.text} ± {spread.text}' is on no line of {cited}")
+        for problem in block_problems(block):
+            problems.append(f"{path.relative_to(ROOT)}:{block.line}: {problem} is not in "
+                            f"{cited}")
     return problems
 
 
@@ -347,9 +350,13 @@ def test_checker_reads_rounding_suffixes_and_headings(tmp_path):
 
 
 def _problems(path: Path) -> list[str]:
-    problems = []
-    for block in blocks(path):
-        for quote in quotes(block.text):
-            if block.sources and not appears_in(quote, block.sources):
-                problems.append(quote.text)
-    return problems
+    return [problem for block in blocks(path) for problem in block_problems(block)]
+
+
+def test_checker_holds_a_mean_to_its_spread(tmp_path):
+    """Both numbers exist in the federated summary, but not as this pair: it fails."""
+    page = tmp_path / "page.md"
+    page.write_text("Measured (`benchmarks/results/federated/`): FK T = 20, 0.623 ± 0.033.\n")
+    assert _problems(page) == []
+    page.write_text("Measured (`benchmarks/results/federated/`): FK T = 20, 0.623 ± 0.019.\n")
+    assert _problems(page) == ["'0.623 ± 0.019'"]
