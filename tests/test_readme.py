@@ -52,3 +52,8 @@ def test_readme_test_command_is_what_ci_runs():
     test_command = next(c for c in commands if "pytest" in c)
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert shlex.split(test_command) == shlex.split(ci)
+
+
+def test_readme_is_a_landing_page():
+    """What fits on a screen or two; everything else lives in the site (docs/)."""
+    assert len(README.read_text().splitlines()) <= 150
