@@ -170,7 +170,8 @@ def write_pages() -> None:
                 lines += [".. autosummary::", "   :toctree: generated/", "",
                           *(f"   {n}" for n in sorted(own)), ""]
             if linked:
-                lines += ["Re-exported here; each is documented in the module that defines it:", "", ".. autosummary::", "",
+                lines += ["Re-exported here; each is documented in the module that defines it:",
+                          "", ".. autosummary::", "",
                           *(f"   {n}" for n in sorted(linked, key=lambda s: s.rsplit('.', 1)[1])),
                           ""]
         text = "\n".join(lines)

@@ -85,6 +85,24 @@ def escape_cell_pipes(line: str) -> str:
     return "".join(out)
 
 
+#: The results index's sections: (caption, page-name prefixes), the first match wins.
+GROUPS = [
+    ("Paper 001: distributed kernel PCA", ("diskpca",)),
+    ("Paper 002: vertical one-shot kernel PCA", ("vertical",)),
+    ("Paper 003: federated kernel k-means", ("federated",)),
+    ("Paper 004: streaming kernel PCA", ("streaming",)),
+    ("The library: budget, samplers, scale, Dask", ("",)),
+]
+
+
+def groups(names: list[str]) -> list[tuple[str, list[str]]]:
+    out: dict[str, list[str]] = {caption: [] for caption, _ in GROUPS}
+    for name in names:
+        caption = next(c for c, prefixes in GROUPS if name.startswith(prefixes))
+        out[caption].append(name)
+    return [(caption, members) for caption, members in out.items() if members]
+
+
 def write_pages() -> list[str]:
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir()
@@ -108,7 +126,8 @@ def write_pages() -> list[str]:
              "Every page below shows what one benchmark script wrote: its summary, with the "
              "verdicts on the papers' claims, and its figures. Rerun the script and rebuild "
              "the site to update a page. The user guide quotes these pages; "
-             "`tests/test_docs_numbers.py` checks that every number it quotes is here.", "",
-             "```{toctree}", ":maxdepth: 1", "", *names, "```", ""]
+             "`tests/test_docs_numbers.py` checks that every number it quotes is here.", ""]
+    for caption, members in groups(names):
+        index += [f"## {caption}", "", "```{toctree}", ":maxdepth: 1", "", *members, "```", ""]
     (OUT / "index.md").write_text("\n".join(index))
     return names
