@@ -42,6 +42,9 @@ def summaries() -> list[tuple[str, Path]]:
         if "quick" in run.parts:
             continue
         found.append(("_".join(run.parts), summary))
+        for extra in sorted(summary.parent.glob("*.md")):  # e.g. budget/hybrids.md
+            if extra.name != "summary.md":
+                found.append(("_".join((*run.parts, extra.stem)), extra))
     for table in sorted(RESULTS.glob("*.md")):
         found.append((table.stem, table))
     return found
@@ -112,8 +115,10 @@ def write_pages() -> list[str]:
         folder = summary.parent.relative_to(ROOT).as_posix()
         lines = [f"# {title}", "",
                  f"Written by `{producer(name)}` into `{folder}/`"
-                 + (" (this page includes its `summary.md`; the CSVs there hold every run)."
-                    if summary.name == "summary.md" else "."), ""]
+                 + (" (this page shows its `summary.md`; the CSVs there hold every run)."
+                    if summary.name == "summary.md"
+                    else f" (this page shows its `{summary.name}`)."),
+                 ""]
         if summary.name == "summary.md":
             for image in sorted(summary.parent.glob("*.png")):
                 rel = Path("..", "..", image.relative_to(ROOT)).as_posix()

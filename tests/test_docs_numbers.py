@@ -53,8 +53,12 @@ def prose_files() -> list[Path]:
 
 # -- what a paragraph cites -----------------------------------------------------------------
 
-#: Scripts whose results directory is not named after them.
-SCRIPT_RESULTS = {"dask_overhead": "dask"}
+#: Scripts (and results pages of the site) whose results directory is named otherwise.
+SCRIPT_RESULTS = {
+    "dask_overhead": "dask",
+    "budget_hybrids": "budget",  # writes results/budget/hybrids.md
+    "budget_hybrids.md": "budget",  # the site's page of that file
+}
 
 CITATIONS = [
     re.compile(r"benchmarks/results/([\w.*-]+(?:/[\w.-]+)*)"),
@@ -320,43 +324,69 @@ def test_quoted_numbers_are_in_the_results_they_cite(path):
     assert not problems, "stale or uncited numbers:\n" + "\n".join(problems)
 
 
-# -- the checker itself ----------------------------------------------------------------------
+# -- the checker itself, on a results directory of its own ------------------------------------
 
-def test_checker_catches_a_stale_number(tmp_path):
-    """A number that the cited summary does not hold fails; the true one passes."""
-    budget = RESULTS / "budget" / "summary.md"
-    true_line = next(line for line in budget.read_text().splitlines() if "worst ratio" in line)
-    worst = re.search(r"worst ratio (\d+\.\d+)", true_line).group(1)
-    good = tmp_path / "good.md"
-    good.write_text(f"Measured (`python benchmarks/budget.py`): worst ratio {worst}x.\n")
-    stale = tmp_path / "stale.md"
-    stale.write_text(f"Measured (`python benchmarks/budget.py`): worst ratio "
-                     f"{float(worst) + 0.123:.3f}x.\n")
-    assert [b.sources for b in blocks(good)] == [{RESULTS / "budget"}]
-    assert _problems(good) == []
-    assert len(_problems(stale)) == 1
+DEMO_SUMMARY = """# Demo
+
+| method | setting | NMI | upload words |
+| --- | --- | --- | --- |
+| FK | T = 5 | 0.621 ± 0.019 | 62,999 |
+| FK | T = 20 | 0.623 ± 0.033 | 227,562 |
+
+Worst ratio 1.016, median 1.000.
+"""
 
 
-def test_checker_reads_rounding_suffixes_and_headings(tmp_path):
-    page = tmp_path / "page.md"
-    page.write_text(
-        "## Numbers (`benchmarks/results/federated/`)\n\n"
-        "FK uploads 228k words (227,562 exactly), NMI 0.62.\n\n"
-        "## Elsewhere\n\nAn uncited 3.14159 is not checked.\n\n"
-        "`n_refine=0.5` in code is a parameter.\n")
-    assert _problems(page) == []
-    page.write_text("## Numbers (`benchmarks/results/federated/`)\n\nFK uploads 9,876,543 words.\n")
-    assert len(_problems(page)) == 1
+@pytest.fixture
+def demo_results(tmp_path, monkeypatch):
+    """A results tree holding one run, ``demo``, in place of benchmarks/results."""
+    results = tmp_path / "results"
+    (results / "demo").mkdir(parents=True)
+    (results / "demo" / "summary.md").write_text(DEMO_SUMMARY)
+    (results / "demo" / "runs.csv").write_text("seed,nmi\n0,0.61234\n1,0.63456\n")
+    monkeypatch.setitem(globals(), "RESULTS", results)
+    return tmp_path
 
 
 def _problems(path: Path) -> list[str]:
     return [problem for block in blocks(path) for problem in block_problems(block)]
 
 
-def test_checker_holds_a_mean_to_its_spread(tmp_path):
-    """Both numbers exist in the federated summary, but not as this pair: it fails."""
-    page = tmp_path / "page.md"
-    page.write_text("Measured (`benchmarks/results/federated/`): FK T = 20, 0.623 ± 0.033.\n")
+def test_checker_catches_a_stale_number(demo_results):
+    """A number that the cited summary does not hold fails; the true one passes."""
+    page = demo_results / "page.md"
+    page.write_text("Measured (`benchmarks/results/demo/`): worst ratio 1.016x.\n")
+    assert [b.sources for b in blocks(page)] == [{demo_results / "results" / "demo"}]
     assert _problems(page) == []
-    page.write_text("Measured (`benchmarks/results/federated/`): FK T = 20, 0.623 ± 0.019.\n")
+    page.write_text("Measured (`benchmarks/results/demo/`): worst ratio 1.139x.\n")
+    assert _problems(page) == ["'1.139'"]
+
+
+def test_checker_reads_rounding_suffixes_and_headings(demo_results):
+    page = demo_results / "page.md"
+    page.write_text(
+        "## Numbers (`benchmarks/results/demo/`)\n\n"
+        "FK uploads 228k words (227,562 exactly), NMI 0.62.\n\n"
+        "* a list item inherits the section's citation: 63k words.\n\n"
+        "## Elsewhere\n\nAn uncited 3.14159 is not checked.\n\n"
+        "`n_refine=0.5` in code is a parameter.\n")
+    assert _problems(page) == []
+    page.write_text("## Numbers (`benchmarks/results/demo/`)\n\nFK uploads 9,876,543 words.\n")
+    assert _problems(page) == ["'9,876,543'"]
+
+
+def test_checker_reads_a_csv_only_at_four_digits(demo_results):
+    page = demo_results / "page.md"
+    page.write_text("Seed 1 (`benchmarks/results/demo/`): NMI 0.6346.\n")
+    assert _problems(page) == []
+    page.write_text("Seed 1 (`benchmarks/results/demo/`): NMI 0.635.\n")  # 3 digits: no
+    assert _problems(page) == ["'0.635'"]
+
+
+def test_checker_holds_a_mean_to_its_spread(demo_results):
+    """Both numbers exist in the summary, but not as this pair: it fails."""
+    page = demo_results / "page.md"
+    page.write_text("Measured (`benchmarks/results/demo/`): FK T = 20, 0.623 ± 0.033.\n")
+    assert _problems(page) == []
+    page.write_text("Measured (`benchmarks/results/demo/`): FK T = 20, 0.623 ± 0.019.\n")
     assert _problems(page) == ["'0.623 ± 0.019'"]
