@@ -39,6 +39,7 @@ from kernelscale.runtime.inputs import (
 )
 from kernelscale.runtime.validation import PartitionInfo, validate_cluster
 
+#: The values ``backend=`` accepts: in-process, Dask, Flower.
 BACKENDS = ("local", "dask", "flower")
 
 

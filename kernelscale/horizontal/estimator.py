@@ -219,7 +219,7 @@ default=None
         space, learnt at the master from what it already holds, the landmarks
         Y and their scores ``transform(Y)`` (no extra communication). It costs
         the |Y| x |Y| kernel of the scores and one |Y| x |Y| solve at the
-        master (O(|Y|^2 k + |Y|^3 + |Y|^2 d) time, |Y|^2 + |Y| d floats of
+        master (``O(|Y|^2 k + |Y|^3 + |Y|^2 d)`` time, ``|Y|^2 + |Y| d`` floats of
         memory, kept for ``inverse_transform``). Needs a method with landmarks
         (not 'random_features'). With method='exact', Y is all the data and the
         map is scikit-learn's.

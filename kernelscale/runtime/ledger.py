@@ -18,11 +18,15 @@ from numbers import Number
 import numpy as np
 import scipy.sparse as sp
 
+#: The direction of a message from the master to a worker.
 DOWN = "master->worker"
+#: The direction of a message from a worker to the master (an upload).
 UP = "worker->master"
+#: What a message carries, one kind per ledger entry: ``seed``, ``scalars``, ``sketch``,
+#: ``raw_points`` (input rows), ``model``, ``secure_sum`` (a masked upload of a securely
+#: summed round, Flower's SecAgg+) and ``secagg`` (the secure aggregation protocol's own
+#: messages: public keys, encrypted key shares, ...).
 KINDS = ("seed", "scalars", "sketch", "raw_points", "model", "secure_sum", "secagg")
-# secure_sum: a masked upload of a securely summed round (Flower's SecAgg+); secagg: the
-# secure aggregation protocol's own messages (public keys, encrypted key shares, ...).
 TIME_COLUMNS = ("master", "wall", "slowest worker", "workers")
 
 

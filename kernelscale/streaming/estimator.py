@@ -36,6 +36,7 @@ from kernelscale.runtime.validation import check_real
 from kernelscale.streaming.baselines import RNCA, StreamingNystrom
 from kernelscale.streaming.skpca import SKPCA, StreamingMethod
 
+#: The ``model_type`` a saved streaming model carries in its JSON header.
 MODEL_TYPE = "streaming_kpca"
 METHODS = {"skpca": SKPCA, "rnca": RNCA, "nystrom": StreamingNystrom}
 LOGGER = get_logger("streaming")

@@ -52,6 +52,7 @@ from kernelscale.runtime import Cluster, Tagged
 from kernelscale.runtime.steps import worker_step
 from kernelscale.runtime.validation import as_float_matrix, count_nonfinite
 
+#: The kernels the vertical one-shot KPCA can fuse from the parties' local kernels.
 VERTICAL_KERNELS = ("linear", "rbf", "laplacian", "poly", "sigmoid", "chi2")
 #: Kernels fused as the Hadamard product of the parties' own kernels.
 PRODUCT_KERNELS = ("rbf", "laplacian", "chi2")

@@ -1,0 +1,130 @@
+"""Sphinx configuration of the kernelscale documentation.
+
+Build: ``python -m sphinx -W -b html docs docs/_build/html`` (warnings are errors, no network).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+# Gallery examples start Dask worker processes: they must import this checkout too.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
+)
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import kernelscale  # noqa: E402
+
+project = "kernelscale"
+author = "the kernelscale developers"
+copyright = "2026, the kernelscale developers"
+version = release = kernelscale.__version__
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.mathjax",
+    "numpydoc",
+    "myst_parser",
+    "sphinx_gallery.gen_gallery",
+]
+
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+root_doc = "index"
+templates_path = ["_templates"]
+exclude_patterns = ["_build", "**/README.md"]
+nitpicky = False
+# |Y|, |P| and |S| are the papers' notation (landmark, pilot and sample counts): docstrings
+# write them plainly, so in reST they are substitutions that print themselves.
+rst_prolog = "\n".join(f".. |{s}| replace:: \\|{s}\\|" for s in ("Y", "P", "S", "Y~")) + "\n"
+
+# -- MyST (the Markdown pages) ------------------------------------------------------------
+myst_enable_extensions = ["colon_fence", "dollarmath", "deflist"]
+myst_heading_anchors = 3
+
+# -- autodoc / autosummary / numpydoc -----------------------------------------------------
+autosummary_generate = True
+autosummary_imported_members = True
+autodoc_default_options = {"members": True}
+autodoc_typehints = "none"  # numpydoc's Parameters section already gives the types
+autodoc_member_order = "bysource"
+numpydoc_show_class_members = False  # the class template lists the members
+numpydoc_class_members_toctree = False
+numpydoc_xref_param_type = False
+
+# -- sphinx-gallery (examples/ at the repository root, run at build time) ------------------
+sphinx_gallery_conf = {
+    "examples_dirs": str(ROOT / "examples"),
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "abort_on_example_error": True,
+    "only_warn_on_example_error": False,
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "within_subsection_order": "FileNameSortKey",
+    "plot_gallery": "True",
+    "reference_url": {"kernelscale": None},
+    "matplotlib_animations": False,
+    "write_computation_times": False,
+}
+
+# -- HTML ----------------------------------------------------------------------------------
+html_theme = "pydata_sphinx_theme"
+html_title = f"kernelscale {release}"
+html_static_path = ["_static"]
+html_css_files = ["kernelscale.css"]
+html_theme_options = {
+    "navbar_align": "left",
+    "show_toc_level": 2,
+    "navigation_with_keys": False,
+    "secondary_sidebar_items": ["page-toc"],
+    "footer_start": ["copyright"],
+    "footer_end": [],
+}
+html_sidebars = {"index": [], "auto_examples/index": []}
+html_show_sourcelink = False
+
+# No intersphinx: the build never touches the network.
+
+# -- the API reference: generated from every public module's __all__ ----------------------
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import apigen  # noqa: E402
+
+apigen.write_pages()
+
+import resultsgen  # noqa: E402
+
+resultsgen.write_pages()
+
+# Each estimator's page ends with its paper and the user-guide pages that explain it.
+ESTIMATOR_LINKS = {
+    "DistributedKernelPCA": (
+        "paper-001", ":doc:`/methods`, :doc:`/communication`, "
+        ":doc:`/auto_examples/plot_1_first_fit`, :doc:`/auto_examples/plot_2_word_budget`"),
+    "VerticalKernelPCA": (
+        "paper-002", ":doc:`/vertical`, :doc:`/auto_examples/plot_3_vertical_parties`"),
+    "FederatedKernelKMeans": (
+        "paper-003", ":doc:`/federated`, :doc:`/flower`, "
+        ":doc:`/auto_examples/plot_4_federated_dropout`"),
+    "DistributedSpectralClustering": ("paper-001", ":doc:`/federated`"),
+    "StreamingKernelPCA": (
+        "paper-004", ":doc:`/streaming`, :doc:`/auto_examples/plot_5_stream_merge`"),
+}
+
+
+def _append_links(app, what, name, obj, options, lines):
+    short = name.rsplit(".", 1)[-1]
+    if what != "class" or short not in ESTIMATOR_LINKS:
+        return
+    paper, guide = ESTIMATOR_LINKS[short]
+    lines += ["", ".. rubric:: Paper and user guide", "",
+              f"Paper: :ref:`{paper}` (what it specifies and how our runs compare). "
+              f"User guide: {guide}.", ""]
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _append_links, priority=900)
