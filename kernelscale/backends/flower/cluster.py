@@ -150,7 +150,13 @@ class FlowerCluster(Cluster):
     secure_views : dict
         ``{round: {worker: [masked arrays]}}`` of the last secure round of each
         name: what the server received (for checks that nothing is readable).
+    show_progress : bool
+        True: a round takes a message through the SuperLink and back, so the
+        estimators show a progress bar in an interactive terminal even at
+        ``verbose=0`` (:mod:`kernelscale.progress`).
     """
+
+    show_progress = True
 
     def __init__(self, superlink: str, n_workers: int, *, data_key: str = "partition-path",
                  timeout: float = 600.0, lost: str = "error", start_timeout: float = 180.0,
