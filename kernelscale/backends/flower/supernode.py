@@ -60,6 +60,20 @@ def _option(argv: list[str], name: str, default: str) -> str:
     return default
 
 
+def _executor_supported() -> bool:
+    """Does this Flower have the Runtime API that the long-lived ClientApp uses?"""
+    try:
+        from flwr.proto.runtime_pb2 import AcquireTaskRequest  # noqa: F401
+        from flwr.supercore.runtime import RuntimeHttpClient  # noqa: F401
+        from flwr.supernode.runtime.run_clientapp import push_message  # noqa: F401
+    except ImportError:
+        warnings.warn("This Flower version has no Runtime API for a long-lived ClientApp; "
+                      "the SuperNode starts a ClientApp process per message.",
+                      RuntimeWarning, stacklevel=2)
+        return False
+    return True
+
+
 def main() -> int:
     from flwr.supercore.constant import SUPERNODE_UVICORN_DEFAULT_PORT, UVICORN_DEFAULT_HOST
     from flwr.supernode import start_client_internal
@@ -72,7 +86,7 @@ def main() -> int:
         warnings.warn("This Flower version's SuperNode loop is not the one this launcher "
                       "knows; running it with its own waits.", RuntimeWarning, stacklevel=1)
     argv = sys.argv[1:]
-    if _option(argv, "--isolation", "") == "":
+    if _option(argv, "--isolation", "") == "" and _executor_supported():
         host = _option(argv, "--host", UVICORN_DEFAULT_HOST)
         port = _option(argv, "--port", str(SUPERNODE_UVICORN_DEFAULT_PORT))
         host = f"[{host}]" if ":" in host else host
