@@ -28,7 +28,10 @@ from kernelscale.cli_common import (
     DATA_HELP,
     ArgumentParser,
     UsageError,
+    add_force_arg,
     add_header_arg,
+    check_model_out,
+    check_not_an_input,
     flag_names,
     load_options,
     positive_float,
@@ -67,8 +70,11 @@ def _add_kernel_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gamma", type=positive_float,
                    help="kernel scale (default: from --bandwidth-scale)")
     p.add_argument("--bandwidth-scale", type=positive_float, default=0.2,
-                   help="RBF/Laplacian: sigma = SCALE x median pairwise distance (paper: 0.2)")
-    p.add_argument("--degree", type=int, help="poly degree (default 4 here) or arccos order (2)")
+                   help="RBF/Laplacian: sigma = SCALE x median pairwise distance (default 0.2, "
+                   "the paper's)")
+    p.add_argument("--degree", type=int,
+                   help="poly degree (default 3) or arccos order (default 2), as "
+                   "DistributedKernelPCA and 'kernelscale vertical'")
     p.add_argument("--coef0", type=float, default=1.0,
                    help="poly: c in (gamma <x, y> + c)^degree (default 1)")
 
@@ -81,7 +87,8 @@ def _add_fit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partition", default="power_law", choices=["power_law", "uniform"],
                    help="how the rows are split: power-law sizes (the papers') or even "
                    "(default power_law)")
-    p.add_argument("--landmarks", type=positive_int, default=400, help="|Y|, the landmark budget")
+    p.add_argument("--landmarks", type=positive_int, default=400,
+                   help="|Y|, the landmark budget (default 400)")
     p.add_argument("--messages", default="gram", choices=["gram", "sketch"],
                    help="disKPCA's messages: exact Gram matrices or the paper's sketches "
                    "(default gram)")
@@ -94,7 +101,7 @@ def _add_fit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--center", action=argparse.BooleanOptionalAction, default=True,
                    help="centre in feature space, as scikit-learn's KernelPCA and "
                    "DistributedKernelPCA do (default); --no-center is the papers' setting")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", "--random-state", type=int, default=0, dest="seed",
                    help="random seed of the split, sampling and features (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_dask_args(p)
@@ -119,13 +126,18 @@ def build_parser() -> argparse.ArgumentParser:
     fit = sub.add_parser("fit", help="fit a distributed kernel PCA on a data file")
     fit.add_argument("--data", required=True, help=DATA_HELP)
     add_header_arg(fit)
-    fit.add_argument("--out", required=True, help="model file to write (.npz)")
+    fit.add_argument("--out", required=True,
+                     help="model file to write (.npz); written whole or not at all")
+    add_force_arg(fit)
     fit.add_argument("--method", default=None,
                      choices=["diskpca", "uniform_dislr", "uniform_batch", "exact",
                               "random_features"],
                      help="disKPCA (default; with --max-words the forecast's choice) or a "
                      "baseline: a uniform sample then disLR or batch KPCA, every point to "
                      "the master, random-features PCA")
+    fit.add_argument("--verbose", action="store_true",
+                     help="also print the communication ledger (every round's words, by kind "
+                     "and phase) on stderr")
     fit.add_argument("--max-words", type=positive_int,
                      help="a word budget for the fit: the method (unless --method) and |Y| "
                      "(--landmarks is then ignored) that the word forecast picks within it; "
@@ -173,9 +185,8 @@ def _make_estimator(args, X, method="diskpca", messages=None, verbose=0):
     from kernelscale import DistributedKernelPCA
 
     gamma = _gamma(args, X)
-    degree = args.degree if args.degree is not None else (4 if args.kernel == "poly" else None)
     return DistributedKernelPCA(
-        n_components=args.n_components, kernel=args.kernel, gamma=gamma, degree=degree,
+        n_components=args.n_components, kernel=args.kernel, gamma=gamma, degree=args.degree,
         coef0=args.coef0, n_workers=args.workers, partition=args.partition, method=method,
         n_landmarks=args.landmarks, messages=messages or args.messages, center=args.center,
         embedding_dtype=args.embedding_dtype, sampler=args.sampler,
@@ -249,6 +260,7 @@ def run_fit(args) -> int:
     from kernelscale.model import save_model
 
     _check_out(args.out)
+    check_model_out(args.out, [args.data], args.force)
     X = _load(args.data, args.header)
     if X.shape[0] == 0:
         raise UsageError(f"{args.data} holds no rows")
@@ -259,7 +271,7 @@ def run_fit(args) -> int:
     seconds = time.perf_counter() - start
     save_model(est.model_, args.out)
     words = est.communication_.total_words("fit")
-    if not args.quiet:
+    if args.verbose:
         print(est.communication_.summary("fit"), file=sys.stderr)
     note = _costlier_than_the_data(words, X)
     if note:
@@ -293,6 +305,7 @@ def run_transform(args) -> int:
     out = _check_out(args.out)
     if out.suffix not in (".npy", ".csv"):
         raise UsageError(f"--out must end in .npy or .csv, got {out.name}")
+    check_not_an_input(out, [args.data, args.model])
     model = load_model(args.model)
     X = _load(args.data, args.header)
     n_in = (getattr(model, "n_features_in", None) or getattr(model, "n_features_in_", None)

@@ -14,13 +14,18 @@ the data-file options.
   :func:`positive_float`), so the error names the flag the user typed.
 * ``--header`` / ``--no-header`` (:func:`add_header_arg`) override the CSV
   header rule of :func:`kernelscale.datasets.load_csv` (:func:`load_options`).
+* An ``--out`` never destroys an input (:func:`check_not_an_input`), and a model
+  ``--out`` ends in ``.npz`` and replaces only a kernelscale model unless
+  ``--force`` (:func:`check_model_out`); models are written atomically.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 
@@ -60,8 +65,9 @@ def in_flags(message, flags: dict | None = None) -> str:
     """``message`` as the command line says it: the flags for Python parameters.
 
     The estimators' messages name their parameters (right for the Python API);
-    on the command line ``n_workers=5`` reads ``--workers 5``, and a parameter
-    named alone (``sketch_size``) its flag. Only ``name=`` and names with an
+    on the command line ``n_workers=5`` reads ``--workers 5``, ``header=True``
+    reads ``--header`` (``=False``: ``--no-header``), and a parameter named alone
+    (``sketch_size``) its flag. Only ``name=`` and names with an
     underscore are replaced, so that plain words (``kernel``, ``center``) in the
     prose stay. scikit-learn's "Found array with 1 sample(s) ... a minimum of 2
     is required by ..." reads "the data has 1 row(s); at least 2 are needed".
@@ -75,6 +81,11 @@ def in_flags(message, flags: dict | None = None) -> str:
     text = _SKLEARN_MINIMUM.sub(minimum, text)
     for name in sorted(flags or {}, key=len, reverse=True):
         flag = flags[name]
+        # A switch: header=True reads --header, header=False --no-header.
+        on, off = (f"--{flag[5:]}", flag) if flag.startswith("--no-") else (flag,
+                                                                           f"--no-{flag[2:]}")
+        text = re.sub(rf"(?<![-\w.]){re.escape(name)}=True\b", on, text)
+        text = re.sub(rf"(?<![-\w.]){re.escape(name)}=False\b", off, text)
         text = re.sub(rf"(?<![-\w.]){re.escape(name)}=", f"{flag} ", text)
         if "_" in name:  # "2*n_components" reads "2 * --n-components"
             text = re.sub(rf"\*{re.escape(name)}(?![\w(])", f" * {flag}", text)
@@ -125,10 +136,14 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def positive_int(text: str) -> int:
-    """argparse type: an integer of at least 1."""
+    """argparse type: an integer from 1 to 2**63 - 1, also in scientific notation when
+    exact (``1e6``, ``2.5e3``; not ``1.5``) and with ``_`` separators (``1_000_000``)."""
     try:
-        value = int(text)
-    except ValueError:
+        number = Decimal(text.strip().replace("_", ""))
+        exact = number.is_finite() and number.adjusted() < 19 \
+            and number == number.to_integral_value()
+        value = int(number) if exact and number < 2**63 else 0
+    except (InvalidOperation, ValueError):
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
@@ -147,8 +162,8 @@ def positive_float(text: str) -> float:
 
 
 #: The data files every subcommand reads (kernelscale.datasets.load).
-DATA_HELP = (".npy (memory-mapped), .csv/.txt, LIBSVM (.svm, .libsvm, .svmlight) or Parquet "
-             "(.parquet) file")
+DATA_HELP = (".npy (memory-mapped), .csv/.txt (plain or .gz), LIBSVM (.svm, .libsvm, "
+             ".svmlight) or Parquet (.parquet) file")
 
 #: Extensions read as delimited text, where ``--header`` / ``--no-header`` apply.
 TEXT_EXTENSIONS = (".csv", ".txt")
@@ -167,8 +182,54 @@ def load_options(paths: list, header: bool | None) -> list[dict]:
 
     The flag applies to the CSV/text files; given for none of them, it is an error.
     """
-    is_text = [Path(path).suffix.lower() in TEXT_EXTENSIONS for path in paths]
+    from kernelscale.datasets.loaders import data_extension  # x.csv.gz is CSV too
+
+    is_text = [data_extension(path) in TEXT_EXTENSIONS for path in paths]
     if header is not None and not any(is_text):
         raise UsageError(f"--header/--no-header apply to CSV/text files "
                          f"({', '.join(TEXT_EXTENSIONS)}), not {', '.join(map(str, paths))}")
     return [{"header": header} if text and header is not None else {} for text in is_text]
+
+
+def check_not_an_input(out, inputs, flag: str = "--out") -> None:
+    """An error when ``out`` is one of the files the command reads (it would be lost).
+
+    The same file under another name (a relative path, a symbolic or hard link)
+    counts too.
+    """
+    out = Path(out)
+    if not out.exists():
+        return
+    for path in inputs:
+        if isinstance(path, (str, os.PathLike)) and Path(path).exists() \
+                and os.path.samefile(out, path):
+            raise UsageError(f"{flag} {out} is the input file {path}: writing it would "
+                             f"destroy the input; choose another {flag}")
+
+
+def add_force_arg(p: argparse.ArgumentParser) -> None:
+    """``--force``: let a model ``--out`` replace a file that is not a kernelscale model."""
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing --out even if it is not a kernelscale model "
+                   "file (an existing model is always replaced)")
+
+
+def check_model_out(out, inputs, force: bool = False) -> Path:
+    """Check a model ``--out`` before any work: ``.npz``, not an input, nothing else lost.
+
+    ``kernelscale transform --model`` reads ``.npz`` archives, so the name says
+    so; an existing file is replaced only when it is a kernelscale model
+    (:func:`kernelscale.model.is_model_file`) or with ``--force``, and never when
+    it is one of ``inputs``.
+    """
+    from kernelscale.model import is_model_file
+
+    out = Path(out)
+    if out.suffix != ".npz":
+        raise UsageError(f"--out must end in .npz (a model file, as 'kernelscale transform "
+                         f"--model' reads), got {out.name}")
+    check_not_an_input(out, inputs)
+    if out.exists() and not force and not is_model_file(out):
+        raise UsageError(f"--out {out} exists and is not a kernelscale model file; give "
+                         "--force to replace it, or choose another --out")
+    return out

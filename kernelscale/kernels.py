@@ -120,7 +120,17 @@ class Kernel:
         block_of = lambda rows: self._block(cast(rows), Y, y_sq)  # noqa: E731
         if self.name == "rbf" and not (sp.issparse(X) or sp.issparse(Y)):
             Y_aug = _rbf_augmented(Y, y_sq, self.gamma)
-            block_of = lambda rows: _rbf_dense_block(cast(rows), Y_aug, self.gamma)  # noqa: E731
+            y_max = float(y_sq.max(initial=0.0))
+
+            def block_of(rows):
+                rows = cast(rows)
+                x_sq = row_sq_norms(rows)
+                # gamma ||x||^2 beyond the float range (a huge gamma): the GEMM's terms
+                # would be inf - inf; distances first, then the scale (slower, exact).
+                if 4.0 * self.gamma * (float(x_sq.max(initial=0.0)) + y_max) \
+                        < float(np.finfo(Y_aug.dtype).max):
+                    return _rbf_dense_block(rows, x_sq, Y_aug, self.gamma)
+                return self._block(rows, Y, y_sq)
         if X.shape[0] <= chunk_size:  # one block: no copy into a second buffer
             return block_of(X)
         out = None
@@ -191,11 +201,13 @@ class Kernel:
             # exp(-gamma max(||x||^2 + ||y||^2 - 2 <x, y>, 0)), in place on the block
             if inner.dtype.kind != "f":
                 inner = inner.astype(np.float64)
+            discount = _norm_discount(inner, Xc.shape[1])  # exact 0 for identical rows
             inner *= -2.0
-            inner += x_sq[:, None]
-            inner += y_sq[None, :]
+            inner += discount * x_sq[:, None]
+            inner += discount * y_sq[None, :]
             np.maximum(inner, 0.0, out=inner)
-            inner *= -self.gamma
+            with np.errstate(over="ignore"):  # -inf for a huge gamma: exp gives 0
+                inner *= -self.gamma
             return np.exp(inner, out=inner)
         return _arccos_block(inner, x_sq, y_sq, self.order)
 
@@ -466,26 +478,47 @@ def _distinct_buffer(X, Y):
     return Y
 
 
+def _norm_discount(A, n_features: int | None = None) -> float:
+    """``1 - c eps``: the factor on squared norms that makes round-off distances exactly 0.
+
+    ``||x||^2 + ||y||^2 - 2 <x, y>`` loses about ``eps (||x||^2 + ||y||^2)`` to
+    round-off (measured: at most ``0.25 sqrt(d) eps`` times that here), so a pair
+    of identical rows comes out as a tiny non-zero distance, and with a large
+    gamma ``k(x, x)`` as anything in ``[0, 1)``. Discounting both squared norms by
+    ``c eps`` with ``c = 2 sqrt(d + 2) + 2`` (8x the measured worst case) turns every
+    distance below that round-off into a value <= 0, which the clip makes exactly
+    0: ``k(x, x) = 1`` exactly, and a distance above it is shortened by no more
+    than the computation's own round-off. The factor folds into the norms that
+    the block needs anyway, so it costs nothing per kernel entry.
+    """
+    d = A.shape[1] if n_features is None else n_features
+    eps = np.finfo(_dtype(A)).eps
+    return 1.0 - (2.0 * np.sqrt(d + 2.0) + 2.0) * eps
+
+
 def _rbf_augmented(Y, y_sq, gamma: float) -> np.ndarray:
-    """``[y, -gamma ||y||^2, 1]`` per row of a dense Y (see :func:`_rbf_dense_block`)."""
+    """``[y, -gamma ||y||^2, 1]`` per row of a dense Y (see :func:`_rbf_dense_block`),
+    the squared norm discounted by :func:`_norm_discount`."""
     Y_aug = np.empty((Y.shape[0], Y.shape[1] + 2), dtype=_dtype(Y))
     Y_aug[:, :-2] = Y
-    Y_aug[:, -2] = -gamma * y_sq
+    with np.errstate(over="ignore"):  # a huge gamma: unused, the caller checks the range
+        Y_aug[:, -2] = (-gamma * _norm_discount(Y)) * y_sq
     Y_aug[:, -1] = 1.0
     return Y_aug
 
 
-def _rbf_dense_block(Xc, Y_aug, gamma: float) -> np.ndarray:
+def _rbf_dense_block(Xc, x_sq, Y_aug, gamma: float) -> np.ndarray:
     """RBF block of dense rows: one GEMM and two passes over the block.
 
     With ``[2 gamma x, 1, -gamma ||x||^2]`` against ``[y, -gamma ||y||^2, 1]`` the
-    GEMM gives ``-gamma ||x - y||^2`` directly; clipping it at 0 (round-off) and
-    the exponential are the only elementwise passes.
+    GEMM gives ``-gamma ||x - y||^2`` directly (the squared norms discounted by
+    :func:`_norm_discount`, so that identical rows give exactly 0); clipping it at
+    0 (round-off) and the exponential are the only elementwise passes.
     """
     X_aug = np.empty((Xc.shape[0], Y_aug.shape[1]), dtype=Y_aug.dtype)
     np.multiply(Xc, 2.0 * gamma, out=X_aug[:, :-2], casting="unsafe")
     X_aug[:, -2] = 1.0
-    X_aug[:, -1] = -gamma * row_sq_norms(Xc)
+    X_aug[:, -1] = (-gamma * _norm_discount(Y_aug, Y_aug.shape[1] - 2)) * x_sq
     exponent = X_aug @ Y_aug.T
     np.minimum(exponent, 0.0, out=exponent)
     return np.exp(exponent, out=exponent)

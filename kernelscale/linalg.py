@@ -170,10 +170,20 @@ def unpack_trapezoidal(packed: np.ndarray, n_columns: int) -> np.ndarray:
 
 
 def top_eigh(S: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top ``k`` eigenpairs of a symmetric matrix, descending, with fixed signs."""
+    """Top ``k`` eigenpairs of a symmetric matrix, descending, with fixed signs.
+
+    Always ``min(k, n)`` pairs. LAPACK's ``syevr`` (scipy's default driver for a
+    subset) can return fewer than asked when the top eigenvalues are nearly equal
+    (scipy issue 13913: a kernel matrix close to the identity came back with 4 of
+    10); the full decomposition (``syevd``) is then taken instead.
+    """
     n = S.shape[0]
     k = min(k, n)
-    w, V = sla.eigh((S + S.T) / 2.0, subset_by_index=[n - k, n - 1])
+    S = (S + S.T) / 2.0
+    w, V = sla.eigh(S, subset_by_index=[n - k, n - 1])
+    if w.size < k:
+        w, V = sla.eigh(S, driver="evd")
+        w, V = w[n - k:], V[:, n - k:]
     return w[::-1], flip_signs(V[:, ::-1])
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from kernelscale.files import write_npz_atomically
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
 
 FORMAT_VERSION = 1
@@ -211,10 +212,26 @@ def register_model_type(cls) -> None:
     MODEL_TYPES[cls.model_type] = cls
 
 
+def is_model_file(path) -> bool:
+    """Whether ``path`` is a kernelscale model file: a zip archive of ``.npy`` members
+    holding the header of :func:`save_model` or the ``params`` of a streaming model."""
+    path = Path(path)
+    if not path.is_file() or not zipfile.is_zipfile(path):
+        return False
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
+    return "__header__.npy" in names or "params.npy" in names
+
+
 def save_model(model, path) -> None:
     """Save any registered model as ``.npz`` with a JSON header (``allow_pickle=False`` safe).
 
-    A model with a callable kernel cannot be saved: a model file holds no code.
+    The file is written under a temporary name and renamed into place
+    (:func:`write_npz_atomically`). A model with a callable kernel cannot be
+    saved: a model file holds no code.
     """
     kernel = getattr(model, "kernel", None)
     if getattr(kernel, "name", None) == "callable":
@@ -225,8 +242,7 @@ def save_model(model, path) -> None:
         )
     arrays, meta = model.to_arrays()
     header = {"format_version": FORMAT_VERSION, "model_type": model.model_type, **meta}
-    with open(Path(path), "wb") as fh:
-        np.savez(fh, __header__=np.array(json.dumps(header)), **arrays)
+    write_npz_atomically(path, __header__=np.array(json.dumps(header)), **arrays)
 
 
 def load_model(path):

@@ -116,7 +116,7 @@ def feature_block_partition(n_features: int, blocks) -> list[np.ndarray]:
     n_features = int(n_features)
     if np.isscalar(blocks):
         if int(blocks) != blocks or blocks < 1:
-            raise ValueError(f"blocks must be a positive integer, got {blocks!r}.")
+            raise ValueError(f"feature_blocks must be a positive integer, got {blocks!r}.")
         if blocks > n_features:
             raise ValueError(
                 f"Cannot split {n_features} features over {blocks} parties: "
@@ -126,14 +126,15 @@ def feature_block_partition(n_features: int, blocks) -> list[np.ndarray]:
         return [np.asarray(b, dtype=np.int64) for b in even]
     blocks = list(blocks)
     if not blocks:
-        raise ValueError("blocks is empty: give at least one party.")
+        raise ValueError("feature_blocks is empty: give at least one party.")
     if all(np.isscalar(b) for b in blocks):
         sizes = np.asarray(blocks)
         if np.any(sizes != np.round(sizes)) or np.any(sizes < 1):
-            raise ValueError(f"Block sizes must be positive integers, got {blocks!r}.")
+            raise ValueError(f"feature_blocks sizes must be positive integers, got {blocks!r}.")
         if sizes.sum() != n_features:
             raise ValueError(
-                f"Block sizes {blocks!r} sum to {int(sizes.sum())}, not to n_features={n_features}."
+                f"feature_blocks={blocks!r}: the sizes sum to {int(sizes.sum())}, but the data "
+                f"has {n_features} features."
             )
         return _cut(np.arange(n_features), sizes.astype(np.int64))
     indices = [np.asarray(b).ravel() for b in blocks]

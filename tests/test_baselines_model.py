@@ -83,7 +83,7 @@ def test_uniform_batch_ledger_sends_the_sample_up_and_the_model_down(center):
         np.testing.assert_array_equal(state.landmarks, model.landmarks)
         np.testing.assert_array_equal(state.coef, model.coef)
         assert (state.center is None) == (not center)
-        assert state.kernel == KERNEL
+        assert state.kernel_params == KERNEL.to_dict()  # kept unresolved (a lambda)
     # Each landmark is a row of X.
     assert all(np.any(np.all(X == y, axis=1)) for y in model.landmarks)
     err, ref = lowrank_error(model, X)["error"], exact_kpca_reference(X, KERNEL, 3)

@@ -338,7 +338,7 @@ def test_csv_header_rule_and_override(command, model4, tmp_path, capsys):
     assert main([*data_argv(command, plain, tmp_path, model4), "--header"]) == 0
     out = capsys.readouterr().out
     assert {"fit": " 29 x 4 ", "transform": "wrote 29 x", "stream": "of 29 points",
-            "vertical": "samples 29"}[command] in out
+            "vertical": " 29 samples,"}[command] in out
 
 
 def test_header_flag_on_a_binary_file_is_an_error(data_npy, tmp_path, capsys):

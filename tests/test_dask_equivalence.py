@@ -186,6 +186,26 @@ def test_estimator_with_landmarks_and_a_direct_kernel_on_dask(client, kernel):
     assert remote.communication_.total_words("fit", kind="raw_points") == 0
 
 
+@pytest.mark.parametrize("method", ["uniform_batch", "exact"])
+def test_a_lambda_kernel_fits_on_dask_with_the_master_only_methods(client, method):
+    """README: a lambda works on Dask with 'uniform_batch' / 'exact', which evaluate the
+    kernel at the master only (the workers used to resolve it when storing the model, and
+    failed); 'uniform_dislr' refuses it up front and recommends exactly these two."""
+    horizontal = optional("kernelscale.horizontal")
+    parts = horizontal_data()
+    kernel = lambda x, y: float(np.exp(-0.1 * np.sum((x - y) ** 2)))  # noqa: E731
+    params = dict(kernel=kernel, method=method, n_landmarks=30, n_components=3,
+                  random_state=3)
+    local = horizontal.DistributedKernelPCA(**params).fit(parts)
+    remote = horizontal.DistributedKernelPCA(**params, backend="dask", client=client).fit(parts)
+    X = np.vstack(parts)[:40]
+    np.testing.assert_allclose(local.transform(X), remote.transform(X), rtol=TOL, atol=TOL)
+    assert local.communication_ == remote.communication_
+    with pytest.raises(ValueError, match="method='uniform_batch' or 'exact'"):
+        horizontal.DistributedKernelPCA(**{**params, "method": "uniform_dislr"},
+                                        backend="dask", client=client).fit(parts)
+
+
 async def exit_process():
     """Run with ``client.run`` on a worker: end its process at once."""
     os._exit(1)

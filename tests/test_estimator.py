@@ -261,3 +261,31 @@ def test_centred_approximation_error_on_shifted_data_is_explicit_linear_error(se
     assert result["error"] == pytest.approx(expected, rel=1e-8)
     assert result["ratio"] >= 1 - 1e-9
     assert result["trace"] == pytest.approx(float(np.sum(centred**2)), rel=1e-10)
+
+
+@pytest.mark.parametrize("method", ["exact", "diskpca", "uniform_dislr", "uniform_batch"])
+def test_a_flat_spectrum_keeps_every_component(method):
+    """K ~ I (gamma=1e3 on 300 points in 5-d): every one of the 10 components captures 1.
+
+    'exact' used to warn "numerical rank 7 < 10" and zero three components.
+    """
+    X = np.random.default_rng(0).standard_normal((300, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "numerical rank" warning either
+        est = DistributedKernelPCA(n_components=10, gamma=1e3, method=method, n_landmarks=50,
+                                   random_state=0).fit(X)
+    np.testing.assert_allclose(est.eigenvalues_, 1.0, rtol=1e-8)
+    reference = exact_kpca_reference(X, est.kernel_, 10, center=True)
+    np.testing.assert_allclose(reference["eigenvalues"], 1.0, rtol=1e-8)
+
+
+@pytest.mark.parametrize("sampler", ["ridge", "paper"])
+def test_landmark_sampling_does_not_depend_on_the_data_scale(sampler):
+    """A linear kernel is homogeneous: scaling X by 1e-7 scales K by 1e-14 and must not
+    change which landmarks are drawn (the residual floor was absolute, 1e-12)."""
+    X = np.random.default_rng(0).standard_normal((2000, 60)) * np.linspace(1, 3, 60)
+    fits = [DistributedKernelPCA(n_components=5, kernel="linear", sampler=sampler,
+                                 n_landmarks=40, center=False, random_state=0).fit(X * scale)
+            for scale in (1.0, 1e-7)]
+    np.testing.assert_allclose(fits[1].model_.landmarks, fits[0].model_.landmarks * 1e-7)
+    np.testing.assert_allclose(fits[1].eigenvalues_, fits[0].eigenvalues_ * 1e-14, rtol=1e-8)

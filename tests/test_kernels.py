@@ -294,3 +294,34 @@ def test_callable_without_import_path_is_known_in_this_process_only():
         Kernel.from_dict({"name": "callable", "function": "@local:999999"})
     with pytest.raises(ValueError, match="Cannot import the callable kernel"):
         Kernel.from_dict({"name": "callable", "function": "no_such_module:f"})
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n_features", [1, 5, 50, 784])
+def test_identical_rows_are_at_distance_exactly_zero(seed, dtype, n_features):
+    """k(x, x) = 1 exactly for RBF and Laplacian, whatever gamma and the row norms.
+
+    The augmented GEMM's ``||x||^2 + ||y||^2 - 2 <x, y>`` left identical rows at a
+    tiny non-zero distance: with gamma=1e300 many diagonal entries were 0.
+    """
+    rng = np.random.default_rng(seed)
+    X = (rng.standard_normal((200, n_features)) * rng.lognormal(0.0, 2.0, (200, 1))
+         + rng.choice([0.0, 1e3])).astype(dtype)
+    perm = rng.permutation(200)
+    huge = 1e300 if dtype == np.float64 else 1e30
+    for name, gamma in [("rbf", huge), ("rbf", 1e3), ("rbf", 0.1), ("laplacian", huge)]:
+        kernel = make_kernel(name, gamma=gamma)
+        assert np.all(np.diag(kernel(X, X)) == 1.0), (name, gamma)
+        # Identical rows in two different buffers (landmarks drawn from the data).
+        assert np.all(kernel(X, X[perm])[perm, np.arange(200)] == 1.0), (name, gamma)
+        if kernel.accepts_sparse:
+            block = kernel(sp.csr_matrix(X), X[perm])
+            assert np.all(block[perm, np.arange(200)] == 1.0), (name, gamma, "csr")
+
+
+def test_rbf_with_huge_gamma_is_finite_and_diagonal():
+    """gamma ||x||^2 beyond the float range: no NaN from inf - inf, just the identity."""
+    X = np.random.default_rng(0).standard_normal((50, 5)) * 1e6
+    K = make_kernel("rbf", gamma=1e300)(X, X)
+    np.testing.assert_array_equal(K, np.eye(50))

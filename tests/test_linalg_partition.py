@@ -225,3 +225,20 @@ def test_split_dense_and_csr():
     for dense, sparse in zip(blocks, sparse_blocks, strict=True):
         assert sp.issparse(sparse)
         np.testing.assert_array_equal(sparse.toarray(), dense)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_top_eigh_returns_k_pairs_on_a_flat_spectrum(seed):
+    """LAPACK syevr drops eigenvalues of a near-identity matrix (scipy issue 13913):
+    a centred RBF kernel with gamma=1e3 on 300 points came back with 4 of 10 pairs."""
+    from kernelscale.linalg import top_eigh
+
+    X = np.random.default_rng(seed).standard_normal((300, 5))
+    K = make_kernel("rbf", gamma=1e3)(X, X)
+    mean = K.mean(axis=0)
+    K = K - mean[None, :] - mean[:, None] + mean.mean()
+    w, V = top_eigh(K, 10)
+    assert w.shape == (10,) and V.shape == (300, 10)
+    np.testing.assert_allclose(w, 1.0, atol=1e-10)
+    np.testing.assert_allclose(V.T @ V, np.eye(10), atol=1e-10)
+    np.testing.assert_allclose(K @ V, V * w, atol=1e-10)

@@ -95,6 +95,7 @@ def test_cli_fits_files(tmp_path, capsys):
                 "6",
                 "--out",
                 str(out),
+                "--verbose",
             ]
         )
         == 0

@@ -25,7 +25,8 @@ def add_subcommand(subparsers) -> None:
     parser.add_argument("--plot", action="store_true", help="also draw the PNG figures")
     parser.add_argument("--plot-only", action="store_true",
                         help="redraw figures and summary from an existing results.csv")
-    parser.add_argument("--out", default=str(RESULTS_ROOT), help="results root directory")
+    parser.add_argument("--out", default=str(RESULTS_ROOT),
+                        help=f"results root directory (default {RESULTS_ROOT})")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--threads", type=int, default=1,
                         help="BLAS threads during the run (0: leave the default)")

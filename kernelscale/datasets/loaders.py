@@ -9,12 +9,17 @@ raise a :class:`FileNotFoundError` or :class:`ValueError` that names the file
 and, where it is cheap to find, the offending line or row, before any further
 work.
 
+CSV/text files are UTF-8; a byte-order mark (as spreadsheets write) is skipped,
+and gzip-compressed text is read as such, by its content (``.csv.gz``, the
+bundled real data sets, or gzip bytes behind a ``.csv`` name).
+
 :func:`iter_chunks` walks a file in row blocks with bounded memory, for
 streaming algorithms; concatenating its blocks gives what :func:`load` gives.
 """
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -41,6 +46,8 @@ _NPY = (".npy",)
 _CSV = (".csv", ".txt")
 _SVM = (".svm", ".libsvm", ".svmlight")
 _PARQUET = (".parquet",)
+#: Text files may be gzip-compressed (``.csv.gz``): read through gzip, by content.
+_GZIP_MAGIC = b"\x1f\x8b"
 #: Rows checked at a time when scanning a memory-mapped array for NaN/inf.
 _CHECK_ROWS = 65_536
 
@@ -169,6 +176,53 @@ def _iter_npy(p: Path, chunk_size: int) -> Iterator[tuple[np.ndarray, None]]:
 
 
 # --------------------------------------------------------------------------- CSV
+def _is_gzip(p: Path) -> bool:
+    with open(p, "rb") as f:
+        return f.read(len(_GZIP_MAGIC)) == _GZIP_MAGIC
+
+
+class _NamedText(io.TextIOWrapper):
+    """A text file whose decoding errors name the file (``ValueError``, not a bare codec
+    message) and whose UTF-8 byte-order mark, if any, is skipped."""
+
+    def __init__(self, p: Path, raw):
+        super().__init__(raw, encoding="utf-8-sig")
+        self.path = p
+
+    def _named(self, exc: UnicodeDecodeError) -> ValueError:
+        return ValueError(f"{self.path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} "
+                          "cannot be decoded); CSV/text files must be UTF-8, plain or "
+                          "gzip-compressed")
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        try:
+            return super().__next__()
+        except UnicodeDecodeError as exc:
+            raise self._named(exc) from None
+
+    def read(self, size: int = -1) -> str:
+        try:
+            return super().read(size)
+        except UnicodeDecodeError as exc:
+            raise self._named(exc) from None
+
+    def readline(self, size: int = -1) -> str:
+        try:
+            return super().readline(size)
+        except UnicodeDecodeError as exc:
+            raise self._named(exc) from None
+
+
+def _open_text(p: Path) -> io.TextIOWrapper:
+    """A CSV/text file for reading: UTF-8 (a byte-order mark skipped), gunzipped when
+    its bytes are gzip's whatever its name (``.csv.gz``)."""
+    raw = gzip.open(p, "rb") if _is_gzip(p) else open(p, "rb")  # noqa: SIM115
+    return _NamedText(p, raw)
+
+
 def _split(line: str, delimiter: str | None) -> list[str]:
     return line.strip().split(delimiter)
 
@@ -199,7 +253,7 @@ def _header_lines(
     all of its fields are non-numeric, data when all are numbers, and an error
     (naming the line) when it mixes both.
     """
-    with open(p, encoding="utf-8") as f:
+    with _open_text(p) as f:
         for lineno, line in enumerate(f, start=1):
             if not _is_data_line(line):
                 continue
@@ -211,7 +265,7 @@ def _header_lines(
                         f"{p}: line {lineno}: the first row mixes numbers and text "
                         f"({text[0]!r} is not a number); a header row must be all names "
                         "and a data row all numbers. To skip it as a header, pass "
-                        "header=True (command line: --header)."
+                        "header=True."
                     )
                 header = bool(text)
             if not header:
@@ -282,7 +336,7 @@ def _iter_csv(
     header_line, names = _header_lines(p, delimiter, header)
     n_cols: int | None = None
     row = 0
-    with open(p, encoding="utf-8") as f:
+    with _open_text(p) as f:
         lineno = header_line + 1
         for _ in islice(f, header_line):
             pass
@@ -365,7 +419,9 @@ def load_csv(
     header = _header_option(header, skip_header)
     header_line, names = _header_lines(p, delimiter, header)
     try:
-        data = np.loadtxt(p, delimiter=delimiter, skiprows=header_line, ndmin=2, dtype=np.float64)
+        with _open_text(p) as f:
+            data = np.loadtxt(f, delimiter=delimiter, skiprows=header_line, ndmin=2,
+                              dtype=np.float64)
         col = _resolve_label_column(label_column, names, data.shape[1], p)
         ok = bool(np.isfinite(data).all())
     except ValueError:
@@ -398,20 +454,25 @@ def _svm_block(
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     try:
         return _parse_svm(b"".join(lines), n_features, zero_based)
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
+        # OverflowError: scikit-learn's parser meets an index beyond int64.
+        why = "a feature index beyond the int64 range" if isinstance(exc, OverflowError) \
+            else str(exc)
 
         def parses(sub: Sequence[bytes]) -> bool:
             try:
                 _parse_svm(b"".join(sub), None, True)
-            except ValueError:
+            except (ValueError, OverflowError):
                 return False
             return True
 
         i = _first_bad_line(lines, parses)
         if i is None:
-            raise ValueError(f"{p}: {exc}") from exc
+            raise ValueError(f"{p}: {why}") from exc
         line = lines[i].decode("utf-8", "replace").rstrip()
-        raise ValueError(f"{p}: line {first + i}: malformed LIBSVM line {line!r} ({exc})") from exc
+        if len(line) > 80:
+            line = line[:77] + "..."
+        raise ValueError(f"{p}: line {first + i}: malformed LIBSVM line {line!r} ({why})") from exc
 
 
 def _svm_blocks(p: Path, chunk_size: int) -> Iterator[tuple[int, list[bytes]]]:
@@ -492,7 +553,7 @@ def load_svmlight(
         X, y = load_svmlight_file(
             str(p), n_features=n_features, dtype=np.float64, zero_based=zero_based
         )
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:  # OverflowError: an index beyond int64
         for first, lines in _svm_blocks(p, 1 << 16):  # name the offending line
             _svm_block(p, lines, first, None, True)
         raise ValueError(f"{p}: {exc}") from exc
@@ -604,19 +665,29 @@ def _iter_parquet(
 
 
 # --------------------------------------------------------------------------- dispatch
-def _kind(p: Path) -> str:
+def data_extension(path: PathLike) -> str:
+    """The extension that says a file's format, lower case: ``.csv`` for ``x.csv`` and
+    for ``x.csv.gz`` (CSV/text may be gzip-compressed), ``.gz`` for ``x.npy.gz``."""
+    p = Path(path)
     ext = p.suffix.lower()
+    if ext == ".gz" and Path(p.stem).suffix.lower() in _CSV:
+        return Path(p.stem).suffix.lower()
+    return ext
+
+
+def _kind(p: Path) -> str:
+    ext = data_extension(p)
     for kind, exts in (("npy", _NPY), ("csv", _CSV), ("svm", _SVM), ("parquet", _PARQUET)):
         if ext in exts:
             return kind
-    known = ", ".join(_NPY + _CSV + _SVM + _PARQUET)
+    known = ", ".join(_NPY + _CSV + _SVM + _PARQUET) + " (.csv.gz, .txt.gz: gzip-compressed)"
     raise ValueError(f"{p}: unknown file extension {ext!r}; expected one of {known}")
 
 
 def _csv_kwargs(p: Path, kwargs: dict[str, Any]) -> dict[str, Any]:
-    if "delimiter" not in kwargs and p.suffix.lower() == ".txt":
+    if "delimiter" not in kwargs and data_extension(p) == ".txt":
         # .txt: comma-separated if the first data line has a comma, else whitespace.
-        with open(p, encoding="utf-8") as f:
+        with _open_text(p) as f:
             first = next((s for s in f if _is_data_line(s)), "")
         kwargs = {**kwargs, "delimiter": "," if "," in first else None}
     return kwargs
@@ -625,8 +696,8 @@ def _csv_kwargs(p: Path, kwargs: dict[str, Any]) -> dict[str, Any]:
 def load(path: PathLike, return_labels: bool = False, **kwargs: Any) -> Any:
     """Load a data file, choosing the loader from its extension.
 
-    ``.npy`` -> :func:`load_npy`, ``.csv``/``.txt`` -> :func:`load_csv` (a
-    ``.txt`` file without commas is whitespace-separated),
+    ``.npy`` -> :func:`load_npy`, ``.csv``/``.txt`` (plain or ``.gz``) ->
+    :func:`load_csv` (a ``.txt`` file without commas is whitespace-separated),
     ``.svm``/``.libsvm``/``.svmlight`` -> :func:`load_svmlight`, ``.parquet``
     -> :func:`load_parquet`.
 

@@ -18,14 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg as sla
 
 from kernelscale.features import RandomFourierFeatures
 from kernelscale.federated.fkkmeans import paper_gamma
 from kernelscale.federated.kmeans import kmeans_on_workers
 from kernelscale.horizontal import diskpca
 from kernelscale.kernels import Kernel, make_kernel
-from kernelscale.linalg import as_generator
+from kernelscale.linalg import as_generator, top_eigh
 from kernelscale.runtime import Cluster, shared_seed, validate_cluster
 from kernelscale.runtime.steps import worker_step
 
@@ -54,9 +53,8 @@ def ck_kmeans(X, n_clusters: int, n_eigenvectors: int | None = None, gamma: floa
     s = n_clusters if n_eigenvectors is None else n_eigenvectors
     gamma = gamma_rule(X) if gamma is None else gamma
     K = make_kernel("rbf", gamma=gamma)(X, X)
-    n = K.shape[0]
-    w, U = sla.eigh(K, subset_by_index=[n - s, n - 1])
-    H = U[:, ::-1] * np.sqrt(np.maximum(w[::-1], 0.0))
+    w, U = top_eigh(K, s)
+    H = U * np.sqrt(np.maximum(w, 0.0))
     return _kmeans(H, n_clusters, rng).labels_
 
 

@@ -20,6 +20,7 @@ from kernelscale.kernels import KERNELS, kernel_name, make_kernel
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
 from kernelscale.partition import make_partition
 from kernelscale.progress import get_logger, track_rounds, verbosity
+from kernelscale.runtime.validation import check_real
 
 LOGGER = get_logger("federated")
 
@@ -36,6 +37,7 @@ def _cluster(estimator, X, y, rng):
         return make_partition(n_samples, estimator.n_workers, estimator.partition,
                               labels=y, random_state=rng)
 
+    check_real(X)
     return estimator_cluster(estimator, X, split_rows)
 
 
@@ -74,6 +76,7 @@ class _EmbeddingClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
     def transform(self, X):
         """Coordinates of ``X`` in the embedding the centres live in."""
         check_is_fitted(self)
+        check_real(X)
         X = validate_data(self, X, accept_sparse="csr", reset=False,
                           dtype=[np.float64, np.float32])
         return like_input(self._embed(X), X)

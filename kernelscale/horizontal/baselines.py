@@ -45,6 +45,22 @@ def _prepare(cluster, kernel, n_components, n_landmarks, random_state):
     return rng, info, check_budgets(info, n_components, n_landmarks)
 
 
+def check_batch_size(n_points: int, method: str, instead: str) -> None:
+    """Refuse, before any round, a batch KPCA whose n x n kernel matrix would not fit.
+
+    The master of 'exact' and 'uniform_batch' holds the kernel matrix of its points
+    (8 n^2 bytes) and a few copies of it while it is centred and decomposed; above
+    :data:`EXACT_REFERENCE_MAX_SAMPLES` points that is GiBs, and a traceback half-way.
+    """
+    if n_points <= EXACT_REFERENCE_MAX_SAMPLES:
+        return
+    gib = 8.0 * n_points**2 / 2**30
+    raise ValueError(
+        f"method={method!r} builds the {n_points:,} x {n_points:,} kernel matrix at the "
+        f"master: {gib:.1f} GiB, and a few copies of it while it is centred and "
+        f"decomposed. It is limited to {EXACT_REFERENCE_MAX_SAMPLES:,} points; {instead}.")
+
+
 def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   n_landmarks: int = 400, messages: str = "gram", center: bool = False,
                   chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,
@@ -104,6 +120,9 @@ def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
     :func:`kernelscale.horizontal.diskpca.diskpca`.
     """
     rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
+    check_batch_size(n_landmarks, "uniform_batch",
+                     f"lower n_landmarks to at most {EXACT_REFERENCE_MAX_SAMPLES:,}, or use "
+                     "method='uniform_dislr' or 'diskpca'")
     S, _ = uniform_sample(cluster, info.n_rows, n_landmarks, rng, "uniform sampling",
                           redraw=redraw)
     model = batch_kpca(S, kernel, n_components, center)
@@ -114,10 +133,14 @@ def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
 
 @worker_step
 def store_landmark_model_step(state, message):
-    """Keep a landmark model whose landmarks the worker does not hold: Y, C, m and the kernel."""
+    """Keep a landmark model whose landmarks the worker does not hold: Y, C, m and the kernel.
+
+    The kernel is kept as its parameters (``Kernel.to_dict``), not resolved: the
+    batch methods evaluate it at the master only, so a callable that only the
+    master's process knows (a lambda) must not fail the fit on a Dask worker.
+    """
     state.landmarks = message["raw_points"]
-    state.coef, state.center, kernel = message["model"]
-    state.kernel = Kernel.from_dict(kernel)
+    state.coef, state.center, state.kernel_params = message["model"]
 
 
 def broadcast_landmark_model(cluster: Cluster, model: KernelPCAModel, round: str) -> None:
@@ -152,11 +175,7 @@ def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int = 10, center:
     info = validate_cluster(cluster)
     check_kernel_input(kernel, info)
     check_budgets(info, n_components, info.n_samples)
-    if info.n_samples > EXACT_REFERENCE_MAX_SAMPLES:
-        raise ValueError(
-            f"method='exact' builds the {info.n_samples}^2 kernel matrix at the master; it is "
-            f"limited to {EXACT_REFERENCE_MAX_SAMPLES} samples. Use method='diskpca'."
-        )
+    check_batch_size(info.n_samples, "exact", "use method='diskpca'")
     replies = cluster.broadcast_map(_send_all_step, round="all data to master",
                                     reply_kind="raw_points")
     model = batch_kpca(stack_rows([r["raw_points"] for r in replies]), kernel, n_components,

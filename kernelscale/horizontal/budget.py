@@ -88,6 +88,8 @@ def largest_within(method: str, max_words: int, n_rows: Sequence[int], n_feature
         return forecast if forecast.words <= max_words else None
     low = n_components
     high = MAX_RANDOM_FEATURES if method == "random_features" else sum(n_rows)
+    if method == "uniform_batch":  # its master holds the |Y| x |Y| kernel matrix
+        high = min(high, EXACT_REFERENCE_MAX_SAMPLES)
     if low > high or words(low).words > max_words:
         return None
     # Words grow with the size: a bisection for the largest size within the budget.

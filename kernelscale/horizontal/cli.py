@@ -18,8 +18,20 @@ import argparse
 
 import scipy.sparse as sp
 
-from kernelscale.cli_common import DATA_HELP, add_header_arg, flag_names, in_flags, positive_int
-from kernelscale.horizontal.forecast import FORECAST_METHODS, forecast_words, max_row_nnz_of
+from kernelscale.cli_common import (
+    DATA_HELP,
+    UsageError,
+    add_header_arg,
+    flag_names,
+    in_flags,
+    positive_int,
+)
+from kernelscale.horizontal.forecast import (
+    FORECAST_METHODS,
+    MIN_FIT_ROWS,
+    forecast_words,
+    max_row_nnz_of,
+)
 
 
 def add_subcommand(subparsers) -> None:
@@ -46,7 +58,8 @@ def add_subcommand(subparsers) -> None:
                    help="workers the rows are split over, as in fit (default 5)")
     p.add_argument("--partition", default="power_law", choices=["power_law", "uniform"],
                    help="how fit splits the rows (default power_law)")
-    p.add_argument("--seed", type=int, default=0, help="fit's seed: the split (default 0)")
+    p.add_argument("--seed", "--random-state", type=int, default=0, dest="seed",
+                   help="fit's seed: the split (default 0)")
     p.add_argument("--messages", default="gram", choices=["gram", "sketch"],
                    help="disKPCA's and disLR's messages (default gram)")
     p.add_argument("--sampler", default="ridge", choices=["ridge", "paper"],
@@ -66,6 +79,10 @@ def run_plan(args) -> int:
         if i:
             print()
         X = _load(path, args.header)
+        if X.shape[0] < MIN_FIT_ROWS:  # what fit refuses, plan does not forecast
+            raise UsageError(f"{path} holds no rows" if X.shape[0] == 0 else
+                             f"{path}: the data has {X.shape[0]} row(s); at least "
+                             f"{MIN_FIT_ROWS} are needed to fit")
         print_plan(path, X, args)
     return 0
 
@@ -130,12 +147,11 @@ def _fit_setting(X, args) -> tuple[list[int], dict]:
     parts = make_partition(n, min(args.workers, n), args.partition,
                            random_state=as_generator(args.seed))
     n_rows = [len(p) for p in parts]
-    degree = args.degree if args.degree is not None else (4 if args.kernel == "poly" else None)
     # The kernel's scale does not change a word count; fit sets it from the data.
     gamma = args.gamma
     if gamma is None and args.kernel in ("rbf", "laplacian"):
         gamma = 1.0  # fit's bandwidth heuristic gives a number: one word, as this one
-    estimator = DistributedKernelPCA(kernel=args.kernel, gamma=gamma, degree=degree,
+    estimator = DistributedKernelPCA(kernel=args.kernel, gamma=gamma, degree=args.degree,
                                      coef0=args.coef0)
     options = {"kernel": estimator._make_kernel(d), "center": args.center,
                "messages": args.messages, "sampler": args.sampler}

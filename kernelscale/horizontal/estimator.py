@@ -22,7 +22,7 @@ from kernelscale.horizontal.baselines import (
 from kernelscale.horizontal.budget import plan_budget
 from kernelscale.horizontal.diskpca import SAMPLERS, diskpca
 from kernelscale.horizontal.evaluate import distributed_error
-from kernelscale.horizontal.forecast import max_row_nnz_of
+from kernelscale.horizontal.forecast import MIN_FIT_ROWS, max_row_nnz_of
 from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
 from kernelscale.horizontal.preimage import apply_preimage, fit_preimage
 from kernelscale.kernels import KERNELS, Kernel, is_importable, kernel_name, make_kernel
@@ -37,6 +37,7 @@ from kernelscale.metrics.lowrank import (
 from kernelscale.partition import make_partition, split
 from kernelscale.progress import get_logger, track_rounds, verbosity
 from kernelscale.runtime.inputs import is_partition_list
+from kernelscale.runtime.validation import check_real
 
 METHODS = {
     "diskpca": diskpca,
@@ -484,6 +485,7 @@ default=None
     def transform(self, X):
         """Project ``X`` on the components: shape (n_samples, n_components)."""
         check_is_fitted(self)
+        check_real(X)
         X = validate_data(self, X, accept_sparse="csr", reset=False,
                           dtype=[np.float64, np.float32])
         return like_input(self.model_.transform(X, chunk_size=self.chunk_size), X)
@@ -513,6 +515,7 @@ default=None
                 "The fit_inverse_transform parameter was not set to True when fitting, "
                 "so the inverse transform is not available."
             )
+        check_real(X)
         Z = check_array(X, dtype=[np.float64, np.float32])
         k = self.X_transformed_fit_.shape[1]
         if Z.shape[1] != k:
@@ -539,6 +542,7 @@ default=None
         """
         check_is_fitted(self)
         parts = list(X) if is_partition_list(X) else [X]
+        check_real(parts)
         parts = [check_array(p, accept_sparse="csr") for p in parts]
         X_all = sp.vstack(parts, format="csr") if sp.issparse(parts[0]) else np.vstack(parts)
         n = X_all.shape[0]
@@ -581,7 +585,8 @@ default=None
             return make_partition(n_samples, n_workers, self.partition, labels=y,
                                   random_state=rng)
 
-        return estimator_cluster(self, X, split_rows, min_samples=2)[:2]
+        check_real(X)
+        return estimator_cluster(self, X, split_rows, min_samples=MIN_FIT_ROWS)[:2]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -39,6 +39,9 @@ from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel, make_kernel
 from kernelscale.runtime.ledger import DOWN, UP, count_words
 
 #: The methods a forecast covers (every method of ``DistributedKernelPCA``).
+#: The fewest rows :class:`~kernelscale.horizontal.DistributedKernelPCA` fits on.
+MIN_FIT_ROWS = 2
+
 FORECAST_METHODS = ("diskpca", "uniform_dislr", "uniform_batch", "exact", "random_features")
 
 

@@ -19,6 +19,7 @@ from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
 from kernelscale.linalg import as_generator
 from kernelscale.model import KernelPCAModel
 from kernelscale.runtime import Cluster, PartitionInfo, validate_cluster, worker_seeds
+from kernelscale.runtime.validation import check_real
 
 MESSAGES = ("gram", "sketch")
 
@@ -32,6 +33,7 @@ def check_landmarks(landmarks, n_features: int):
     if landmarks is None:
         raise ValueError("landmarks must be an array (or CSR matrix) of points, got None.")
     from sklearn.utils.validation import check_array  # slow import: on first use
+    check_real(landmarks, "landmarks")
     Y = check_array(landmarks, accept_sparse="csr", dtype=np.float64, input_name="landmarks")
     if Y.shape[1] != n_features:
         raise ValueError(
@@ -113,9 +115,11 @@ def landmark_batch(cluster: Cluster, kernel: Kernel, landmarks, n_components: in
     The workers' partitions are validated (phase ``setup``) so that Y has their
     feature count; they take no part in the fit.
     """
-    from kernelscale.horizontal.baselines import batch_kpca
+    from kernelscale.horizontal.baselines import batch_kpca, check_batch_size
 
     _, Y = _prepare(cluster, kernel, landmarks, n_components)
+    check_batch_size(Y.shape[0], "uniform_batch", "give fewer landmarks, or use "
+                     "method='uniform_dislr' (disLR on the same landmarks)")
     model = batch_kpca(Y, kernel, n_components, center)
     model.info = {"method": "landmarks_batch"}
     return model

@@ -362,8 +362,10 @@ def _keep_residuals(state: WorkerState, kernel: Kernel, P, basis, chunk: int):
 
     for _ in map_chunks(residual_chunk, X.shape[0], chunk):
         pass
-    # Round-off makes the residual of points in (or near) the span slightly negative.
-    residual[residual < 1e-12 * max(1.0, float(np.abs(kernel.diag(X)).max()))] = 0.0
+    # Round-off makes the residual of points in (or near) the span slightly negative;
+    # what is below 1e-12 of the largest k(a, a) is round-off (relative: the data's
+    # scale must not decide which points count as already spanned).
+    residual[residual <= 1e-12 * float(np.abs(kernel.diag(X)).max(initial=0.0))] = 0.0
     residual[state.sampled] = 0.0
     state.residual = residual
     return np.array([residual.sum(), np.count_nonzero(residual > 0)])

@@ -37,6 +37,20 @@ class PartitionInfo:
         return len(self.n_rows)
 
 
+def check_real(X, name: str = "X") -> None:
+    """Raise a one-line ``ValueError`` for complex input (scikit-learn's names the array:
+    its whole text, thousands of lines for large data). ``X`` may be a list of partitions.
+    """
+    parts = X if isinstance(X, (list, tuple)) else [X]
+    for part in parts:
+        dtype = getattr(part, "dtype", None)
+        if dtype is not None and np.dtype(dtype).kind == "c":
+            raise ValueError(
+                f"Complex data not supported: {name} has dtype {np.dtype(dtype)}. Kernel PCA "
+                f"here works on real numbers; pass {name}.real, or the real and imaginary "
+                "parts as separate columns.")
+
+
 def as_float_matrix(X):
     """A 2-D float64 (or float32) ndarray or CSR matrix, or a ValueError."""
     if sp.issparse(X):

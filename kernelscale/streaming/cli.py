@@ -17,7 +17,9 @@ import warnings
 from kernelscale.cli_common import (
     DATA_HELP,
     UsageError,
+    add_force_arg,
     add_header_arg,
+    check_model_out,
     flag_names,
     load_options,
     positive_float,
@@ -39,7 +41,9 @@ def add_subcommand(subparsers) -> None:
     )
     p.add_argument("--data", required=True, help=f"input: {DATA_HELP}, read in chunks")
     add_header_arg(p)
-    p.add_argument("--out", required=True, help="model file to write (.npz)")
+    p.add_argument("--out", required=True,
+                   help="model file to write (.npz); written whole or not at all")
+    add_force_arg(p)
     p.add_argument("--method", default="skpca", choices=sorted(METHODS),
                    help="skpca: random features + Frequent Directions (paper 004, default); "
                    "rnca: random features, exact covariance; nystrom: first points as landmarks")
@@ -56,11 +60,13 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--shrink", default="modified", choices=["modified", "classic"],
                    help="Frequent Directions shrink: by the (l/2)-th singular value (paper 004, "
                    "default) or by the smallest (Liberty 2013)")
-    p.add_argument("--chunk-size", type=positive_int, default=10_000, help="rows read at a time")
-    p.add_argument("--random-state", type=int, default=0,
+    p.add_argument("--chunk-size", type=positive_int, default=10_000,
+                   help="rows read at a time (default 10000)")
+    p.add_argument("--seed", "--random-state", type=int, default=0, dest="seed",
                    help="random seed of the features (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=run, flag_names=flag_names(p, {"batch_size": "--chunk-size"}))
+    p.set_defaults(func=run, flag_names=flag_names(p, {"batch_size": "--chunk-size",
+                                                        "random_state": "--seed"}))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,9 +79,10 @@ def run(args: argparse.Namespace) -> int:
         n_components=args.n_components, kernel=args.kernel, gamma=args.gamma,
         n_random_features=args.n_random_features, sketch_size=args.sketch_size,
         method=args.method, shrink=args.shrink, batch_size=args.chunk_size,
-        random_state=args.random_state,
+        random_state=args.seed,
     )
     try:
+        check_model_out(args.out, [args.data], args.force)
         (options,) = load_options([args.data], args.header)
         blocks = iter_chunks(args.data, chunk_size=args.chunk_size, **options)
         # A tqdm bar of points read (and points/s) on stderr; none with --quiet.

@@ -17,8 +17,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from kernelscale.files import write_npz_atomically
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
 from kernelscale.progress import get_logger, progress_bar, verbosity
+from kernelscale.runtime.validation import check_real
 from kernelscale.streaming.baselines import RNCA, StreamingNystrom
 from kernelscale.streaming.skpca import SKPCA, StreamingMethod, check_positive_int
 
@@ -204,6 +206,7 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         y : ignored
         """
         first = not hasattr(self, "sketcher_")
+        check_real(X)
         X = validate_data(self, X, reset=first, accept_sparse="csr",
                           dtype=[np.float64, np.float32])
         if first:
@@ -220,6 +223,7 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         The decomposition is computed once at the end (and warns if the sketch
         holds fewer than ``n_components`` directions).
         """
+        check_real(X)
         X = validate_data(self, X, reset=True, accept_sparse="csr",
                           dtype=[np.float64, np.float32])
         self._start(X.shape[1])
@@ -299,6 +303,7 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     def transform(self, X) -> np.ndarray:
         """Scores on the top ``n_components`` kernel principal directions (n, n_components)."""
         check_is_fitted(self, "sketcher_")
+        check_real(X)
         X = validate_data(self, X, reset=False, accept_sparse="csr",
                           dtype=[np.float64, np.float32])
         self._eigen()
@@ -350,10 +355,13 @@ def save_streaming_model(estimator: StreamingKernelPCA, path) -> None:
 
     The JSON holds ``"model_type": "streaming_kpca"``, the estimator's parameters
     and the sketch's parameters (including the random-feature seed, from which
-    the feature map is rebuilt). No pickle is involved.
+    the feature map is rebuilt). No pickle is involved. The file is written under a
+    temporary name and renamed into place, so a crash never leaves half a file.
     """
     arrays, meta = streaming_model_state(estimator)
-    np.savez(path, params=np.array(json.dumps(meta)), **arrays)
+    if not str(path).endswith(".npz"):  # np.savez's rule, which this function kept
+        path = f"{path}.npz"
+    write_npz_atomically(path, params=np.array(json.dumps(meta)), **arrays)
 
 
 def load_streaming_model(path) -> StreamingKernelPCA:

@@ -9,7 +9,8 @@ comma-separated sizes); several files are the parties' own blocks (same rows, in
 the same order), each read by its party: with ``--scheduler`` / ``--dask-workers``
 on its Dask worker, so the file must be readable there and its rows never pass
 through this machine. Writes the training samples' coordinates (``--out``,
-``.npy``) and prints the communication ledger.
+``.npy``) and prints one summary line (parties, samples, words, eigenvalues);
+``--verbose`` adds the communication ledger.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kernelscale.backends.dask.cli import add_dask_args, cli_client
 from kernelscale.cli_common import (
     UsageError,
     add_header_arg,
+    check_not_an_input,
     flag_names,
     load_options,
     positive_float,
@@ -60,14 +62,16 @@ def add_subcommand(subparsers) -> None:
         "party (same rows, same order); dense data only",
     )
     add_header_arg(p)
-    p.add_argument("--blocks", default="2", help="parties: an int (even) or sizes '3,5,2'")
+    p.add_argument("--blocks", default="2",
+                   help="parties: an int (even) or sizes '3,5,2' (default 2; with several "
+                   "--data files, one party per file)")
     p.add_argument("--kernel", default="rbf", choices=list(VERTICAL_KERNELS),
                    help="kernel function (default rbf)")
     p.add_argument(
         "--gamma",
         type=positive_float,
         default=None,
-        help="kernel scale, default 1/d; the paper's exp(-|x-y|^2/s^2) is 1/s^2",
+        help="kernel scale (default 1/d); the paper's exp(-|x-y|^2/s^2) is 1/s^2",
     )
     p.add_argument("--degree", type=int, default=3, help="poly degree (default 3)")
     p.add_argument("--coef0", type=float, default=1.0,
@@ -81,7 +85,10 @@ def add_subcommand(subparsers) -> None:
         help="eigenpairs each party sends (default n-components + 1)",
     )
     p.add_argument("--no-center", action="store_true", help="do not centre the fused kernel")
-    p.add_argument("--out", default=None, help="write the training embedding (.npy)")
+    p.add_argument("--out", default=None,
+                   help="write the training embedding (.npy; default: not written)")
+    p.add_argument("--verbose", action="store_true",
+                   help="also print the communication ledger (every round's words)")
     add_dask_args(p)
     p.set_defaults(func=run, flag_names=flag_names(
         p, {"feature_blocks": "--blocks", "center": "--no-center", "n_jobs": "--jobs"}))
@@ -96,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
     from kernelscale.vertical.estimator import VerticalKernelPCA
 
     try:
+        if args.out:
+            check_not_an_input(args.out, args.data)
         options = load_options(args.data, args.header)
         if len(args.data) == 1:
             X = load(args.data[0], **options[0])
@@ -128,10 +137,12 @@ def run(args: argparse.Namespace) -> int:
     embedding = estimator.model_.training_embedding()
     if args.out:
         np.save(args.out, embedding)
-    print(
-        f"parties: {len(estimator.feature_blocks_)}, feature blocks "
-        f"{[len(c) for c in estimator.feature_blocks_]}, samples {embedding.shape[0]}"
-    )
-    print("eigenvalues: " + ", ".join(f"{v:.6g}" for v in estimator.eigenvalues_))
-    print(estimator.communication_.summary(phase=None))
+    words = estimator.communication_.total_words(phase=None)
+    written = f"; embedding written to {args.out}" if args.out else ""
+    print(f"vertical: {len(estimator.feature_blocks_)} parties (feature blocks "
+          f"{[len(c) for c in estimator.feature_blocks_]}), {embedding.shape[0]} samples, "
+          f"{words:,} words; eigenvalues "
+          + ", ".join(f"{v:.6g}" for v in estimator.eigenvalues_) + written)
+    if args.verbose:
+        print(estimator.communication_.summary(phase=None))
     return 0

@@ -17,6 +17,7 @@ from kernelscale.partition import feature_block_partition
 from kernelscale.progress import get_logger, track_rounds, verbosity
 from kernelscale.runtime import Ledger
 from kernelscale.runtime.inputs import is_loader, is_loader_list, load_partition
+from kernelscale.runtime.validation import check_real
 from kernelscale.vertical.oneshot import VERTICAL_KERNELS, one_shot_kpca, validate_vertical
 from kernelscale.vertical.projection import vertical_transform
 
@@ -207,6 +208,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         if is_loader_list(X):
             return self._fit_loaders(list(X))
         if _is_block_list(X):
+            check_real(X)
             blocks = [check_array(b, dtype=[np.float64, np.float32]) for b in X]
             sizes = [b.shape[1] for b in blocks]
             self.feature_blocks_ = feature_block_partition(sum(sizes), sizes)
@@ -218,6 +220,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                     "must hold its features of the same samples."
                 )
         else:
+            check_real(X)
             X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
             blocks_spec = min(2, X.shape[1]) if self.feature_blocks is None else self.feature_blocks
             self.feature_blocks_ = feature_block_partition(X.shape[1], blocks_spec)
@@ -294,6 +297,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                 )
             new_blocks = list(X)
         elif _is_block_list(X):
+            check_real(X)
             new_blocks = [check_array(b, dtype=[np.float64, np.float32]) for b in X]
             sizes = tuple(b.shape[1] for b in new_blocks)
             if sizes != tuple(len(c) for c in self.feature_blocks_):
@@ -302,6 +306,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                     f"{[len(c) for c in self.feature_blocks_]}."
                 )
         else:
+            check_real(X)
             X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
             new_blocks = [X[:, cols] for cols in self.feature_blocks_]
         pairs = list(zip(self.X_fit_blocks_, new_blocks, strict=True))

@@ -24,6 +24,20 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _threads(text: str) -> int:
+    """argparse type of ``--jobs``: a non-zero integer (-1: every core)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value == 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of threads (1, 2, ...) or -1 for every core, got {text!r}")
+    return value
+
+
 def add_dask_args(parser) -> None:
     """Add ``--scheduler`` / ``--dask-workers`` (exclusive), ``--timeout`` and ``--jobs``.
 
@@ -37,7 +51,7 @@ def add_dask_args(parser) -> None:
     parser.add_argument("--timeout", type=_positive_seconds, default=None,
                         help="Dask only: seconds to connect to --scheduler (default 30) and "
                         "that a round may take before it fails (default 600)")
-    parser.add_argument("--jobs", type=int, default=-1,
+    parser.add_argument("--jobs", type=_threads, default=-1,
                         help="in-process threads, as scikit-learn's n_jobs (default -1: every "
                         "core; 1: one thread); ignored on Dask")
 
