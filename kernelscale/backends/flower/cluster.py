@@ -30,11 +30,14 @@ about a minute with Flower's 30 s heartbeat), or by the round's ``timeout``,
 whichever comes first. With ``lost="error"`` (the default) the round raises one
 :class:`~kernelscale.runtime.WorkerError` naming the worker, its node and the
 round. With ``lost="drop"`` the node is dropped for the rest of the fit as the
-estimators' ``dropout=`` drops a client: it answers ``None`` from then on, and a
-summed round (``reduce="sum"``) is rescaled by ``N / N_answered`` (rows of all
-partitions over rows of those that answered, known from the validation round),
-the ratio estimate of a sum over rows. Outside the ``fit`` phase (labels,
-evaluation), a lost node still raises.
+estimators' ``dropout=`` drops a client, inside the rounds of a protocol that
+says it can go on without one (:meth:`~kernelscale.runtime.Cluster.tolerating_lost`:
+FK and RFK k-means): a :class:`~kernelscale.runtime.LostWorkerWarning` names it
+and the round, it answers ``None`` from then on, and a summed round
+(``reduce="sum"``, in the clear or through SecAgg+) is rescaled by
+``N / N_answered`` (rows of all partitions over rows of those that answered,
+known from the validation round), the ratio estimate of a sum over rows. A node
+lost in any other round (the validation, disKPCA, the vertical KPCA) raises.
 """
 
 from __future__ import annotations
