@@ -5,9 +5,11 @@ in-process ``LocalCluster`` with the same ``random_state``: the models agree to
 1e-10 and the ledgers are equal message for message. Each SuperNode reads its
 own partition file (named in its node config); the rows never pass through the
 server. The processes start once for the module and are stopped by the fixture's
-finaliser, whatever happens. A round costs seconds on Flower (an idle SuperNode
-polls every 3 s and every message starts a ClientApp process), so the data and
-the protocol settings are small.
+finaliser, whatever happens; the tests that kill a node run last, each on its own
+FlowerCluster, and start the node again. The nodes run through the kernelscale
+launcher (one long-lived ClientApp process each, short waits), so a round costs
+a fraction of a second on a quiet machine; the data and the protocol settings
+are small all the same.
 """
 
 from __future__ import annotations
