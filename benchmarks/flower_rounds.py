@@ -76,7 +76,7 @@ def run_setting(name: str, parts, folder: Path, rounds: int) -> dict:
         configs.append({"partition-id": i, "partition-path": str(folder / f"p{i}.npy")})
     start = time.perf_counter()
     with LocalFederation(configs, folder / name.replace(" ", "_"), **SETTINGS[name]) as fed:
-        with FlowerCluster(fed.address, len(parts), timeout=120) as cluster:
+        with FlowerCluster(fed.address, len(parts), timeout=300, start_timeout=600) as cluster:
             startup = time.perf_counter() - start
             seconds = []
             for _ in range(rounds):

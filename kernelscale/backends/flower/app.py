@@ -186,6 +186,21 @@ def relay_round(grid: Grid, connection, request: dict, blobs: list[bytes]) -> No
                     del pending[mid]
                     send(connection, {"event": "lost", "index": i,
                                        "reason": "the node left the federation"})
+            if request.get("grow"):  # the same message to the nodes that joined meanwhile
+                asked = {m.metadata.dst_node_id for m in messages}
+                for node in sorted(alive - asked):
+                    message = Message(from_bytes(blobs[0]), dst_node_id=int(node),
+                                      message_type=messages[0].metadata.message_type,
+                                      group_id=str(request["round"]), ttl=timeout + 60.0)
+                    mid = next(iter(grid.push_messages([message])), None)
+                    messages.append(message)
+                    send(connection, {"event": "joined", "index": len(messages) - 1,
+                                      "node": int(node)})
+                    if mid:
+                        pending[mid] = len(messages) - 1
+                    else:
+                        send(connection, {"event": "lost", "index": len(messages) - 1,
+                                          "reason": "the SuperLink refused the message"})
             next_check = time.monotonic() + NODE_CHECK_SECONDS
         if pending and answered < need:
             time.sleep(POLL_SECONDS)

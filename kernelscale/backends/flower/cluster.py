@@ -260,40 +260,34 @@ class FlowerCluster(Cluster):
         """Wait for ``n_workers`` SuperNodes, then map partition ids to node ids (hello).
 
         A node killed recently is still listed until its heartbeat is overdue, so
-        the hello goes to every listed node that has not answered yet, again with a
-        longer wait each time, until every partition is found or the deadline.
+        the hello ends as soon as ``n_workers`` nodes answered, and goes also to the
+        nodes that join while it waits (a node started again).
         """
-        by_partition: dict[int, int] = {}
-        wait = 2.0
         while True:
             nodes = sorted(self._request({"op": "nodes"})["nodes"])
             if len(nodes) >= self.n_workers:
-                asked = [n for n in nodes if n not in by_partition.values()]
-                hello = self._records({"op": "hello", "data-key": self.data_key})
-                missing = self.n_workers - len(by_partition)
-                events = self._round("hello", [(n, hello) for n in asked],
-                                     max(0.5, min(wait, deadline - time.monotonic())),
-                                     need=missing)
-                for index, (event, content) in events.items():
-                    if event == "reply" and "error" in content["kernelscale"]:
-                        raise RuntimeError(f"SuperNode {asked[index]} did not say hello: "
-                                           f"{content['kernelscale']['error']}")
-                    if event == "reply":
-                        partition = int(content["kernelscale"]["partition-id"])
-                        by_partition[partition] = asked[index]
-                wait *= 2
-            missing = [i for i in range(self.n_workers) if i not in by_partition]
-            if not missing:
                 break
             if time.monotonic() > deadline:
-                if len(nodes) < self.n_workers:
-                    raise TimeoutError(f"Only {len(nodes)} of {self.n_workers} SuperNodes "
-                                       f"connected to {self.superlink}.")
-                raise ValueError(
-                    f"No SuperNode holds partition(s) {missing}; the nodes hold "
-                    f"{sorted(by_partition)}. Start each node with --node-config "
-                    f"'partition-id=<i> {self.data_key}=\"<file>\"'.")
+                raise TimeoutError(f"Only {len(nodes)} of {self.n_workers} SuperNodes connected "
+                                   f"to {self.superlink}.")
             time.sleep(0.2)
+        hello = self._records({"op": "hello", "data-key": self.data_key})
+        events = self._round("hello", [(n, hello) for n in nodes],
+                             max(1.0, deadline - time.monotonic()), need=self.n_workers,
+                             joined=nodes)
+        by_partition: dict[int, int] = {}
+        for index, (event, content) in events.items():
+            if event == "reply" and "error" in content["kernelscale"]:
+                raise RuntimeError(f"SuperNode {nodes[index]} did not say hello: "
+                                   f"{content['kernelscale']['error']}")
+            if event == "reply":
+                by_partition[int(content["kernelscale"]["partition-id"])] = nodes[index]
+        missing = [i for i in range(self.n_workers) if i not in by_partition]
+        if missing:
+            raise ValueError(
+                f"No SuperNode holds partition(s) {missing}; the nodes hold "
+                f"{sorted(by_partition)}. Start each node with --node-config "
+                f"'partition-id=<i> {self.data_key}=\"<file>\"'.")
         self.node_ids = [by_partition[i] for i in range(self.n_workers)]
 
     # ------------------------------------------------------------------ relay I/O
@@ -331,11 +325,17 @@ class FlowerCluster(Cluster):
             put_payload(content, "args", args)
         return content
 
-    def _round(self, round: str, messages: list, timeout: float, need: int = 0) -> dict:
-        """Relay one round: ``{index: ("reply", RecordDict) | ("lost"|"error", reason)}``."""
+    def _round(self, round: str, messages: list, timeout: float, need: int = 0,
+               joined: list | None = None) -> dict:
+        """Relay one round: ``{index: ("reply", RecordDict) | ("lost"|"error", reason)}``.
+
+        With ``joined`` (the list of the messages' nodes) the relay also sends the
+        first message to nodes that join during the round, appended to ``joined``.
+        """
         from kernelscale.backends.flower.wire import QUERY, from_bytes, to_bytes
 
         header = {"op": "round", "round": round, "timeout": timeout, "need": need,
+                  "grow": joined is not None,
                   "messages": [[int(node), QUERY] for node, _ in messages]}
         self._check_open()
         self._connection.send_bytes(json.dumps(header).encode())
@@ -349,7 +349,9 @@ class FlowerCluster(Cluster):
                 for index in event["missing"]:
                     events[index] = ("lost", f"no reply within the round timeout ({timeout:g} s)")
                 return events
-            if kind == "reply":
+            if kind == "joined":
+                joined.append(int(event["node"]))
+            elif kind == "reply":
                 events[event["index"]] = ("reply", from_bytes(self._connection.recv_bytes()))
             else:
                 events[event["index"]] = (kind, event["reason"])
