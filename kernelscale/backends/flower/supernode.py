@@ -8,13 +8,16 @@ measurements are in ``benchmarks/results/flower_rounds/``):
   the node's SuperExec, which looks for work every second;
 * the SuperNode's loop sleeps a fixed 3 s whenever a poll of the SuperLink
   finds no message (``flwr/supernode/start_client_internal.py``), and 0.5 s at
-  a time while it waits for the ClientApp's reply.
+  a time while it waits for the ClientApp's reply;
+* a message is handed out before its content arrives, and the node then waits
+  1 s before it asks for the content again (``PULL_INITIAL_BACKOFF``).
 
 This launcher runs the same SuperNode, with the same arguments, but in Flower's
 process isolation mode (``--isolation process``) with one long-lived
 :mod:`~kernelscale.backends.flower.executor` process beside it (started here,
-it exits with the node), and with the node's waits shortened to
-``KERNELSCALE_SUPERNODE_IDLE_SECONDS`` (default 0.02 s).
+it exits with the node), with the node's waits shortened to
+``KERNELSCALE_SUPERNODE_IDLE_SECONDS`` (default 0.02 s), and a first wait of
+10 ms for a message's content.
 :class:`~kernelscale.backends.flower.local.LocalFederation` starts its nodes
 through it, and a deployment may too::
 
@@ -60,6 +63,24 @@ def _option(argv: list[str], name: str, default: str) -> str:
     return default
 
 
+def _short_object_waits(module) -> None:
+    """The node waits 10 ms, not Flower's 1 s, for a message whose content is on its way.
+
+    The SuperLink hands a message to the node as soon as the ServerApp announced
+    it, before its objects arrive; the node's ``pull_objects`` then waits 1 s,
+    2 s... between tries (``PULL_INITIAL_BACKOFF``).
+    """
+    from functools import partial
+
+    from flwr.supercore.inflatable.inflatable_utils import pull_objects
+
+    from kernelscale.backends.flower.wire import OBJECT_BACKOFF_SECONDS
+
+    if getattr(module, "pull_objects", None) is pull_objects:
+        first, cap = OBJECT_BACKOFF_SECONDS
+        module.pull_objects = partial(pull_objects, initial_backoff=first, backoff_cap=cap)
+
+
 def _executor_supported() -> bool:
     """Does this Flower have the Runtime API that the long-lived ClientApp uses?"""
     try:
@@ -80,6 +101,7 @@ def main() -> int:
     from flwr.supernode.cli import flower_supernode
 
     idle = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_SECONDS))
+    _short_object_waits(start_client_internal)
     if getattr(start_client_internal, "time", None) is time:
         start_client_internal.time = _ShortIdle(idle)
     else:  # another Flower layout: run it unchanged
