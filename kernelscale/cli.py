@@ -279,6 +279,9 @@ def run_fit(args) -> int:
     budget = "" if args.max_words is None else f" (at most {args.max_words:,})"
     print(f"fitted {est.method_} on {X.shape[0]} x {X.shape[1]} in {seconds:.2f} s; "
           f"{words:,} words{budget}; model written to {args.out}")
+    if args.max_words is not None:
+        print(f"budget: {est.budget_plan_.method} with {est.budget_plan_.forecast.setting}, "
+              f"{est.budget_plan_.reason}")
     return 0
 
 

@@ -42,6 +42,9 @@ def _one_line(message) -> str:
 _SKLEARN_MINIMUM = re.compile(
     r"Found array with (\d+) (sample|feature)\(s\) \(shape=\([^)]*\)\) while a minimum "
     r"of (\d+) is required(?: by [\w.]+)?\.?")
+#: scikit-learn's InvalidParameterError, once :func:`in_flags` has named the flag.
+_SKLEARN_PARAMETER = re.compile(
+    r"The '(--[\w-]+)' parameter of \w+ must be (.*)\. Got (.*) instead\.")
 
 
 def flag_names(parser: argparse.ArgumentParser, renames: dict | None = None) -> dict:
@@ -90,7 +93,9 @@ def in_flags(message, flags: dict | None = None) -> str:
         if "_" in name:  # "2*n_components" reads "2 * --n-components"
             text = re.sub(rf"\*{re.escape(name)}(?![\w(])", f" * {flag}", text)
             text = re.sub(rf"(?<![-\w.]){re.escape(name)}(?![\w(])", flag, text)
-    return text
+        text = text.replace(f"The '{name}' parameter", f"The '{flag}' parameter")
+    # "The '--gamma' parameter of X must be A. Got 0 instead." reads "--gamma must be A, got 0."
+    return _SKLEARN_PARAMETER.sub(r"\1 must be \2, got \3.", text)
 
 
 def print_error(message, flags: dict | None = None) -> None:

@@ -22,10 +22,12 @@ core and neither optional engine is needed to import it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from numbers import Integral
 
 import scipy.sparse as sp
 
-from kernelscale.backends.local import LocalCluster, effective_n_jobs
+from kernelscale.backends.local import LocalCluster
+from kernelscale.constraints import POSITIVE_REAL, Interval, StrOptions
 from kernelscale.runtime.cluster import Cluster
 from kernelscale.runtime.inputs import (
     FLOAT_DTYPES,
@@ -111,27 +113,29 @@ def make_cluster(
     return build(client, data, workers=workers, timeout=timeout, retry_lost=retry_lost)
 
 
+#: ``_parameter_constraints`` of the estimators' cluster options (see :func:`cluster_options`).
+CLUSTER_PARAMETER_CONSTRAINTS = {
+    "backend": [StrOptions(set(BACKENDS))],
+    "client": "no_validation",
+    "retry_lost": ["boolean"],
+    "timeout": [POSITIVE_REAL, None],
+    # scikit-learn's n_jobs: a non-zero int (-1: every core) or None (1).
+    "n_jobs": [Interval(Integral, None, -1, closed="right"),
+               Interval(Integral, 1, None, closed="left"), None],
+}
+
+
 def cluster_options(estimator) -> dict:
     """``make_cluster`` options from an estimator's ``n_jobs`` (in-process) or
-    ``retry_lost`` and ``timeout`` (Dask; ``timeout`` also on Flower)."""
-    if estimator.backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {estimator.backend!r}.")
-    if estimator.backend == "flower":
-        timeout = getattr(estimator, "timeout", None)
-        if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
-        return {} if timeout is None else {"timeout": float(timeout)}
-    if estimator.backend != "dask":
-        n_jobs = getattr(estimator, "n_jobs", None)
-        effective_n_jobs(n_jobs)  # a bad value fails before any work
-        return {"n_jobs": n_jobs}
-    options = {"retry_lost": bool(getattr(estimator, "retry_lost", False))}
+    ``retry_lost`` and ``timeout`` (Dask; ``timeout`` also on Flower), as checked by
+    ``CLUSTER_PARAMETER_CONSTRAINTS`` when the fit starts."""
     timeout = getattr(estimator, "timeout", None)
-    if timeout is not None:
-        if not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
-        options["timeout"] = float(timeout)
-    return options
+    timeout = {} if timeout is None else {"timeout": float(timeout)}
+    if estimator.backend == "flower":
+        return timeout
+    if estimator.backend != "dask":
+        return {"n_jobs": getattr(estimator, "n_jobs", None)}
+    return {"retry_lost": bool(getattr(estimator, "retry_lost", False)), **timeout}
 
 
 def _set_n_features(estimator, n_features: int) -> None:

@@ -128,6 +128,10 @@ def test_registry_and_quick_versions():
             assert len(quick.seeds) <= len(exp.seeds)
         else:
             assert len(quick.seeds) * len(quick.budgets) <= len(exp.seeds) * len(exp.budgets)
+    for which in ("poly", "rbf"):  # paper 001's own set, as its Table 1: 5 workers
+        exp = EXPERIMENTS[f"diskpca_insurance_{which}"]
+        assert exp.dataset == "insurance" and exp.workers == (5,)
+        assert exp.reference_cache.startswith("benchmarks/results/diskpca_insurance/refs/")
     with pytest.raises(ValueError, match="Unknown experiment"):
         get_experiment("nope")
     with pytest.raises(ValueError, match="Unknown method"):

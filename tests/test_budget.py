@@ -12,6 +12,7 @@ from kernelscale.horizontal.budget import WordBudgetError, largest_within, plan_
 from kernelscale.horizontal.forecast import forecast_words
 from kernelscale.metrics.lowrank import exact_kpca_reference
 from kernelscale.partition import make_partition, split
+from kernelscale.runtime.ledger import UP
 
 D = 7
 
@@ -146,9 +147,10 @@ def test_too_small_a_budget_is_a_clear_error_before_any_work():
     with pytest.raises(WordBudgetError, match=r"too small for n_components=4.*needs [\d,]+ "
                        r"words"):
         DistributedKernelPCA(4, max_words=100, random_state=0).fit(parts)
-    with pytest.raises(ValueError, match="max_words must be a positive integer"):
+    with pytest.raises(ValueError, match=r"'max_words' parameter .* an int in the range "
+                                         r"\[1, inf\) or None. Got 0 instead"):
         DistributedKernelPCA(max_words=0).fit(parts)
-    with pytest.raises(ValueError, match="max_words must be a positive integer"):
+    with pytest.raises(ValueError, match=r"'max_words' parameter .* Got 15000.0 instead"):
         DistributedKernelPCA(max_words=1.5e4).fit(parts)
     with pytest.raises(ValueError, match="either max_words or landmarks"):
         DistributedKernelPCA(max_words=10**5, landmarks=parts[0][:20]).fit(parts)
@@ -190,14 +192,19 @@ def test_cli_plan_and_fit_with_max_words(tmp_path, capsys):
     assert out.count("uniform_batch") == 2 and "|Y| = 400" in out and "3,000 x 6" in out
     assert main(["plan", "--data", str(data), "--workers", "4", "--max-words", "40000"]) == 0
     out = capsys.readouterr().out
-    chosen = out.strip().splitlines()[-1]
+    chosen, pilot = out.strip().splitlines()[-2:]
     assert chosen.startswith("fit --max-words 40000 runs diskpca with |Y| = ")
-    planned = int(chosen.split("(")[1].split(" words")[0].replace(",", ""))
+    assert pilot.strip().startswith("its uniform pilot of ") and "uniform_batch with" in pilot
     model = tmp_path / "m.npz"
     assert main(["fit", "--data", str(data), "--workers", "4", "--max-words", "40000",
                  "--out", str(model), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert f"{planned:,} words (at most 40,000)" in out
+    fitted, budget = out.strip().splitlines()
+    words = int(fitted.split("; ")[1].split(" words")[0].replace(",", ""))
+    assert words <= 40_000 and "(at most 40,000)" in fitted
+    method = fitted.split()[1]
+    # the fit says what it ran after the pilot, and why
+    assert budget.startswith(f"budget: {method} with |Y| = ") and "pilot" in budget
     assert main(["fit", "--data", str(data), "--max-words", "50", "--out", str(model)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("kernelscale: error: --max-words 50 is too small")
@@ -222,3 +229,109 @@ def test_a_plan_without_a_method_to_size_says_why():
     with pytest.raises(ValueError, match="random feature map"):
         plan_budget(10**6, [300], 5, 3, kernel="linear", has_feature_map=False,
                     methods=["diskpca"])
+
+
+def _narrow_rbf_data(seed, n=1500):
+    """A flat spectrum: 3-d Gaussian points and an RBF at 0.2 x the median distance."""
+    from kernelscale.kernels import median_heuristic
+
+    X = np.random.default_rng(seed).normal(size=(n, 3))
+    sigma = median_heuristic(X, 0.2, random_state=0)
+    return X, 1.0 / (2.0 * sigma**2)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("budget", [12_000, 40_000])
+def test_the_pilot_counts_inside_the_budget_and_nothing_is_wasted(seed, budget):
+    X, gamma = _narrow_rbf_data(seed)
+    parts = split(X, make_partition(X.shape[0], 5, "power_law", random_state=seed))
+    est = DistributedKernelPCA(4, gamma=gamma, max_words=budget, random_state=seed).fit(parts)
+    plan, ledger = est.budget_plan_, est.communication_
+    assert plan.pilot is not None and plan.reason and "pilot" in plan.reason
+    rounds = ledger.words_by_round("fit")
+    n_pilot = plan.pilot["n_pilot"]
+    assert rounds["pilot sampling"][UP] == n_pilot * X.shape[1]  # counted, in B
+    assert ledger.total_words("fit") == plan.forecast.words <= budget  # to the word
+    # the pilot's points are the first landmarks of the chosen method's sample
+    Y = est.model_.landmarks
+    assert Y.shape[0] == plan.forecast.n_landmarks > n_pilot
+    assert np.unique(Y, axis=0).shape[0] == Y.shape[0]
+
+
+def _excess(est, X):
+    return est.approximation_error(X, reference=True)["excess_ratio"]
+
+
+def test_the_pilot_picks_the_flat_spectrum_winner():
+    # Narrow RBF: every point nearly its own direction. Sending more points wins; the rule
+    # must see it in the pilot and beat the forecast's own choice (ridge disKPCA).
+    budget, mine, ridge = 40_000, [], []
+    for seed in range(3):
+        X, gamma = _narrow_rbf_data(seed)
+        common = dict(n_components=4, gamma=gamma, max_words=budget, random_state=seed)
+        est = DistributedKernelPCA(**common).fit(X)
+        assert est.budget_plan_.pilot["forecast_method"] == "diskpca"
+        assert est.method_ == "uniform_batch" and est.budget_plan_.pilot["phi"] < 0.33
+        mine.append(_excess(est, X))
+        ridge.append(_excess(DistributedKernelPCA(method="diskpca", **common).fit(X), X))
+    assert np.mean(mine) < 0.8 * np.mean(ridge)
+
+
+def test_the_pilot_keeps_the_ridge_plan_where_a_few_points_carry_the_energy():
+    from kernelscale.datasets import load_digits_standardized
+
+    X = load_digits_standardized()[0]
+    mine, batch = [], []
+    for seed in range(2):
+        common = dict(n_components=10, kernel="poly", degree=4, gamma=1 / 64,
+                      max_words=30_000, random_state=seed)
+        est = DistributedKernelPCA(**common).fit(X)
+        assert est.method_ == "diskpca" and est.budget_plan_.pilot["phi"] >= 0.33
+        mine.append(_excess(est, X))
+        batch.append(_excess(DistributedKernelPCA(method="uniform_batch", **common).fit(X), X))
+    assert np.mean(mine) < 0.1 * np.mean(batch)
+
+
+def test_the_default_fit_applies_the_pilot_rule_at_its_own_words():
+    mine, ridge = [], []
+    for seed in range(3):
+        X, gamma = _narrow_rbf_data(seed)
+        common = dict(n_components=4, gamma=gamma, n_landmarks=100, random_state=seed)
+        est = DistributedKernelPCA(**common).fit(X)  # method=None, no max_words
+        default = DistributedKernelPCA(method="diskpca", **common).fit(X)
+        words = default.communication_.total_words("fit")
+        assert est.method_ in ("uniform_batch", "uniform_dislr")
+        assert est.budget_plan_.pilot["forecast_method"] == "diskpca"
+        assert est.communication_.total_words("fit") <= words == est.budget_plan_.max_words
+        mine.append(_excess(est, X))
+        ridge.append(_excess(default, X))
+    assert np.mean(mine) < 0.8 * np.mean(ridge)
+
+
+def test_the_default_fit_is_unchanged_where_the_ridge_plan_holds():
+    from kernelscale.datasets import load_digits_standardized
+
+    X = load_digits_standardized()[0][:600]
+    common = dict(n_components=5, kernel="poly", degree=4, gamma=1 / 64, n_landmarks=60,
+                  random_state=3)
+    est = DistributedKernelPCA(**common).fit(X)
+    plain = DistributedKernelPCA(method="diskpca", **common).fit(X)
+    assert est.method_ == "diskpca" and "diagonal" in est.budget_plan_.reason
+    np.testing.assert_array_equal(est.landmarks_, plain.landmarks_)
+    np.testing.assert_array_equal(est.dual_coef_, plain.dual_coef_)
+    assert est.communication_ == plain.communication_
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_piloted_fit_of_sparse_rows_stays_within_the_budget(seed):
+    rng = np.random.default_rng(seed)
+    X = sp.random(600, 40, density=0.1, format="csr", random_state=seed)
+    X.data = rng.normal(size=X.nnz)
+    X = X[np.diff(X.indptr) > 0]
+    parts = split(X, make_partition(X.shape[0], 4, "power_law", random_state=seed))
+    for gamma in (0.05, 5.0):  # a wide and a narrow RBF
+        est = DistributedKernelPCA(3, gamma=gamma, max_words=25_000, random_state=seed)
+        est.fit(parts)
+        plan = est.budget_plan_
+        assert plan.pilot is not None and not plan.forecast.exact
+        assert est.communication_.total_words("fit") <= plan.forecast.words <= 25_000

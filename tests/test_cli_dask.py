@@ -222,13 +222,13 @@ def test_silent_listener_is_one_line_after_the_timeout(command, tmp_path, capsys
     """A listener that accepts and never answers: Client(address, timeout=) waits forever."""
     listener = Listener(b"")
     try:
-        assert run_bounded(_argv(command, tmp_path, listener.address)) == 2
+        assert run_bounded(_argv(command, tmp_path, listener.address, timeout="0.5")) == 2
     finally:
         listener.stop()
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith(f"kernelscale: error: cannot connect to the Dask scheduler at "
-                          f"{listener.address}: it is not a reachable Dask scheduler within 2 s")
+                          f"{listener.address}: it is not a reachable Dask scheduler within 0.5 s")
     assert listener.accepted >= 1
     assert not (tmp_path / "m.npz").exists()
 

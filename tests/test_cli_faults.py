@@ -388,3 +388,13 @@ def test_vertical_prints_one_line_and_the_ledger_only_with_verbose(data, tmp_pat
     assert out.count("\n") == 1 and out.startswith("vertical: 2 parties")
     assert main([*argv, "--verbose"]) == 0
     assert "local eigenpairs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name, flag", [("feature_blocks", "--blocks"), ("gamma", "--gamma")])
+def test_sklearn_parameter_errors_read_as_flags(name, flag):
+    from kernelscale.cli_common import in_flags
+
+    message = (f"The '{name}' parameter of VerticalKernelPCA must be a float in the range "
+               f"(0, inf) or None. Got -1 instead.")
+    assert in_flags(message, {name: flag}) == (
+        f"{flag} must be a float in the range (0, inf) or None, got -1.")

@@ -9,6 +9,7 @@ import pytest
 from kernelscale.bench.equal_words import (
     Setting,
     best_within,
+    ci95_halfwidth,
     fmt,
     mean_std,
     summarize,
@@ -86,3 +87,14 @@ def test_budget_grid_covers_every_setting():
     assert budget_grid({"a": [Setting(1, 1000.0, 0, 0, 1)]}) == [pytest.approx(1000.0)]
     with pytest.raises(ValueError, match="at least one setting"):
         budget_grid({"a": a, "b": []})
+
+
+def test_ci95_is_students_t_interval_of_the_mean():
+    from scipy import stats
+
+    values = [0.61, 0.64, 0.60, 0.66, 0.62]
+    mean, std = mean_std(values)
+    low, high = stats.t.interval(0.95, len(values) - 1, loc=mean, scale=stats.sem(values))
+    assert ci95_halfwidth(std, len(values)) == pytest.approx((high - low) / 2)
+    assert Setting("T", 1.0, mean, std, len(values)).ci95 == pytest.approx((high - low) / 2)
+    assert ci95_halfwidth(0.3, 1) == 0.0

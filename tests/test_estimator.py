@@ -83,7 +83,8 @@ def _estimator(**kwargs):
 def test_fit_partitions_equals_protocol_on_cluster():
     X = _data()
     parts = split(X, make_partition(150, 3, random_state=5))
-    est = _estimator(messages="sketch", center=False).fit(parts)  # the paper's (uncentred)
+    est = _estimator(method="diskpca", messages="sketch",
+                     center=False).fit(parts)  # the paper's (uncentred)
     cluster = LocalCluster(parts)
     model = diskpca(cluster, make_kernel("rbf", gamma=0.2), n_components=3, messages="sketch",
                     random_state=0, **SMALL)
@@ -98,7 +99,8 @@ def test_fit_partitions_equals_protocol_on_cluster():
 
 def test_fit_x_splits_with_the_partitioner_then_runs_the_protocol():
     X = _data()
-    est = _estimator(partition="uniform", center=False, random_state=7).fit(X)
+    est = _estimator(method="diskpca", partition="uniform", center=False,
+                     random_state=7).fit(X)
     rng = as_generator(7)
     parts = split(X, make_partition(150, 3, "uniform", random_state=rng))
     cluster = LocalCluster(parts)
@@ -171,13 +173,14 @@ def test_n_landmarks_larger_than_n_warns_and_caps(method):
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
-    ({"kernel": "cosne"}, ValueError, "Unknown kernel 'cosne'"),
-    ({"gamma": 0.0}, ValueError, "gamma must be a positive"),
-    ({"gamma": -1.0}, ValueError, "gamma must be a positive"),
-    ({"method": "magic"}, ValueError, "Unknown method 'magic'"),
-    ({"messages": "full"}, ValueError, "messages must be one of"),
-    ({"partition": "random"}, ValueError, "Unknown partition 'random'"),
-    ({"backend": "spark"}, ValueError, "backend must be"),
+    ({"kernel": "cosne"}, ValueError, r"'kernel' parameter .* str among .*'cosine'.* or a "
+                                      r"callable. Got 'cosne'"),
+    ({"gamma": 0.0}, ValueError, r"'gamma' parameter .* range \(0.0, inf\) or None. Got 0.0"),
+    ({"gamma": -1.0}, ValueError, r"'gamma' parameter .* range \(0.0, inf\)"),
+    ({"method": "magic"}, ValueError, "'method' parameter .* str among .*'diskpca'"),
+    ({"messages": "full"}, ValueError, "'messages' parameter .* str among .*'gram'"),
+    ({"partition": "random"}, ValueError, "'partition' parameter .* str among .*'power_law'"),
+    ({"backend": "spark"}, ValueError, "'backend' parameter .* str among .*'dask'"),
 ])
 def test_bad_parameters(kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -243,7 +246,7 @@ def test_embedding_dtype_float32_similar_error_same_words(seed):
 
 
 def test_embedding_dtype_is_validated():
-    with pytest.raises(ValueError, match="embedding_dtype must be"):
+    with pytest.raises(ValueError, match="'embedding_dtype' parameter .* str among"):
         _estimator(embedding_dtype="float16").fit(_data())
 
 

@@ -116,6 +116,7 @@ def test_estimators_give_the_same_fit_for_any_n_jobs(parts, name, params):
 def test_a_bad_n_jobs_is_refused_before_any_work():
     from kernelscale import DistributedKernelPCA
 
-    with pytest.raises(ValueError, match="n_jobs must be a non-zero integer"):
+    with pytest.raises(ValueError, match=r"'n_jobs' parameter .* range \(-inf, -1\], an int "
+                                         r"in the range \[1, inf\) or None. Got 0"):
         DistributedKernelPCA(n_jobs=0).fit(np.ones((10, 3)))
 

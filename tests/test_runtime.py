@@ -344,13 +344,13 @@ def _packed_covariance(state, m):
 
 
 @pytest.mark.parametrize("n_jobs", [1, 2])
-def test_master_memory_is_one_reply_with_five_thousand_workers(n_jobs):
-    """A summed round over s = 5,000 workers holds O(one reply), not O(s replies)."""
+def test_master_memory_is_one_reply_with_a_thousand_workers(n_jobs):
+    """A summed round over s = 1,000 workers holds O(one reply), not O(s replies)."""
     import tracemalloc
 
-    m = 200
-    reply_bytes = 8 * m * (m + 1) // 2  # 160 kB; all 5,000 replies would be 800 MB
-    cluster = LocalCluster(list(np.random.default_rng(0).standard_normal((5000, 1, 3))),
+    s, m = 1000, 200
+    reply_bytes = 8 * m * (m + 1) // 2  # 160 kB; all 1,000 replies would be 160 MB
+    cluster = LocalCluster(list(np.random.default_rng(0).standard_normal((s, 1, 3))),
                            n_jobs=n_jobs)
     tracemalloc.start()
     try:
@@ -361,11 +361,11 @@ def test_master_memory_is_one_reply_with_five_thousand_workers(n_jobs):
         tracemalloc.stop()
         cluster.close()
     assert total.shape == (m * (m + 1) // 2,)
-    assert cluster.ledger.upload_words() == 5000 * m * (m + 1) // 2
+    assert cluster.ledger.upload_words() == s * m * (m + 1) // 2
     # The running sum, the replies in flight (at most 2 n_jobs), each running step's
     # temporaries (m x m and the triangle's indices: 5 replies' worth) and the ledger's
-    # two small records per worker (about 1.5 MB): tens of replies, where keeping
-    # every reply would take 5,000.
+    # two small records per worker (about 0.3 MB): tens of replies, where keeping
+    # every reply would take 1,000 (25 times the bound).
     assert peak < 40 * reply_bytes, peak / reply_bytes
 
 

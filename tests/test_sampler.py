@@ -146,7 +146,8 @@ def test_sampler_parameter_validation(digits):
 
 
 def test_estimator_exposes_the_sampler(digits):
-    default = DistributedKernelPCA(3, n_landmarks=30, gamma=0.02, random_state=0).fit(digits)
+    default = DistributedKernelPCA(3, n_landmarks=30, gamma=0.02, method="diskpca",
+                                   random_state=0).fit(digits)
     assert default.get_params()["sampler"] == "ridge"
     rounds = default.communication_.words_by_round("fit")
     assert "ridge sampling 1: residuals" in rounds

@@ -1,7 +1,8 @@
 """Figures and summary tables from a results CSV (the paper's Figures 2-7).
 
-* ``error_vs_communication.png``: error (``err/opt`` where the optimum is known;
-  the k-means objective for a downstream k-means) against fit words (PCA +
+* ``error_vs_communication.png``: error (the excess ``(err - opt) / (trace - opt)``
+  where the optimum is known, log scale, exact KPCA's excess 0 drawn as a vertical
+  line at its words; the k-means objective for a downstream k-means) against fit words (PCA +
   k-means words downstream), mean and standard deviation over seeds, one line
   per method, one point per word budget B (per |Y| without word budgets).
 * ``nmi_vs_words.png`` (downstream k-means with labels): NMI against words.
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+EXACT_EXCESS = 1e-10  # |excess| below this: the exact optimum
 NUMERIC = ("fit_words", "upload_words", "seconds", "parallel_seconds", "peak_mib", "error",
            "trace", "opt", "ratio", "excess", "n_landmarks", "kmeans_words", "total_words",
            "objective", "nmi")
@@ -69,14 +71,13 @@ def _import_pyplot():
 
 
 def error_measure(rows) -> tuple[str, str]:
-    """``('ratio', 'err / opt')`` when the optimum is known, else the raw error.
-
-    A downstream k-means experiment: its feature-space objective.
+    """``('excess', ...)`` when the optimum is known (the measure of the summaries'
+    tables), else the raw error. A downstream k-means experiment: its objective.
     """
     if is_downstream(rows):
         return "objective", "k-means objective (feature space, mean per point)"
-    if any(not math.isnan(r["ratio"]) for r in rows):
-        return "ratio", "low-rank error / optimum"
+    if any(not math.isnan(r["excess"]) for r in rows):
+        return "excess", "excess (err - opt) / (trace - opt)"
     return "error", "low-rank approximation error"
 
 
@@ -141,13 +142,26 @@ def plot_results(csv_path, out_dir=None, title: str | None = None) -> list[Path]
         points = [(_stats(g, words), _stats(g, measure))
                   for g in group(method_rows, (key,)).values()]
         points.sort(key=lambda p: p[0][0])
+        if measure == "excess" and all(abs(p[1][0]) < EXACT_EXCESS for p in points):
+            # exact KPCA: excess 0 has no place on a log axis; mark its words instead
+            ax.axvline(points[0][0][0], color="k", linestyle=":",
+                       label=f"{label[0]}: excess 0 at {points[0][0][0]:,.0f} words")
+            continue
+        name = label[0]
+        if measure == "excess":
+            exact = [p[0][0] for p in points if abs(p[1][0]) < EXACT_EXCESS]
+            if exact:  # e.g. uniform + batch sampling every point
+                name += f" (excess 0 at {min(exact):,.0f} words)"
+            points = [p for p in points if p[1][0] >= EXACT_EXCESS]
         x = [p[0][0] for p in points]
         y = np.array([p[1][0] for p in points])
         err = np.array([p[1][1] for p in points])
-        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=label[0])
+        # a symmetric std bar below a small mean would reach below 0 on a log axis
+        lower = np.minimum(err, 0.9 * y) if measure == "excess" else err
+        ax.errorbar(x, y, yerr=[lower, err], marker="o", capsize=3, label=name)
     ax.set_xscale("log")
     values = [r[measure] for r in rows if r[measure] > 0]
-    if values and max(values) / min(values) > 20:
+    if measure == "excess" or (values and max(values) / min(values) > 20):
         ax.set_yscale("log")
     ax.set_xlabel("fit words, both directions" + (" (PCA + k-means)"
                                                     if words == "total_words" else ""))

@@ -10,21 +10,22 @@ from __future__ import annotations
 
 import argparse
 import csv
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 __all__ = ["read_rows", "script_arguments", "verdict"]
 
 
-def script_arguments(doc: str, datasets: Sequence[str], out, argv=None,
-                     make_dir: bool = True) -> tuple[argparse.Namespace, Path]:
+def script_arguments(doc: str, datasets: Sequence[str], out, argv=None, make_dir: bool = True,
+                     extra: Callable[[argparse.ArgumentParser], None] | None = None,
+                     ) -> tuple[argparse.Namespace, Path]:
     """Parse a script's options; return them and its output folder.
 
     Options: ``--quick`` (a smoke run of seconds, written to ``OUT/quick``),
     ``--datasets`` (a subset of ``datasets``), ``--seeds N`` (seeds 0..N-1, 5 by
     default; ``--quick`` uses seed 0), ``--summary-only`` (rebuild the summary and
     plots from the CSV files already written) and ``--out`` (instead of ``out``).
-    ``args.seeds`` is the list of seeds.
+    ``args.seeds`` is the list of seeds. ``extra(parser)`` adds a script's own options.
     """
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run (seconds)")
@@ -33,6 +34,8 @@ def script_arguments(doc: str, datasets: Sequence[str], out, argv=None,
     parser.add_argument("--summary-only", action="store_true",
                         help="rebuild summary.md and the plots from the CSV files")
     parser.add_argument("--out", type=Path, default=Path(out))
+    if extra is not None:
+        extra(parser)
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error(f"--seeds must be at least 1, got {args.seeds}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from numbers import Real
 
 import numpy as np
 from sklearn.base import (
@@ -10,15 +11,26 @@ from sklearn.base import (
     ClassNamePrefixFeaturesOutMixin,
     ClusterMixin,
     TransformerMixin,
+    _fit_context,
 )
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from kernelscale.cluster_factory import estimator_cluster
+from kernelscale.cluster_factory import CLUSTER_PARAMETER_CONSTRAINTS, estimator_cluster
+from kernelscale.constraints import (
+    FINITE_REAL,
+    NON_NEGATIVE_INT,
+    POSITIVE_INT,
+    POSITIVE_REAL,
+    RANDOM_STATE,
+    Interval,
+    StrOptions,
+    kernel_names,
+)
 from kernelscale.federated.baselines import distributed_spectral_clustering
 from kernelscale.federated.fkkmeans import fk_kmeans
 from kernelscale.kernels import KERNELS, kernel_name, make_kernel
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
-from kernelscale.partition import make_partition
+from kernelscale.partition import PARTITIONS, make_partition
 from kernelscale.progress import get_logger, track_rounds, verbosity
 from kernelscale.runtime.validation import check_real
 
@@ -188,6 +200,23 @@ class FederatedKernelKMeans(_EmbeddingClustering):
     0
     """
 
+    _parameter_constraints: dict = {
+        "n_clusters": [POSITIVE_INT],
+        "n_eigenvectors": [POSITIVE_INT, None],
+        "n_random_features": [POSITIVE_INT],
+        "max_iter": [POSITIVE_INT],
+        "coreset_size": [POSITIVE_INT],
+        "n_refine": [NON_NEGATIVE_INT],
+        "gamma": [POSITIVE_REAL, None],
+        "n_workers": [POSITIVE_INT],
+        "partition": [StrOptions(set(PARTITIONS))],
+        "dropout": [Interval(Real, 0, 1, closed="left")],
+        "chunk_size": [POSITIVE_INT],
+        **CLUSTER_PARAMETER_CONSTRAINTS,
+        "verbose": ["verbose"],
+        "random_state": RANDOM_STATE,
+    }
+
     def __init__(self, n_clusters=8, *, n_eigenvectors=None, n_random_features=50, max_iter=20,
                  coreset_size=1000, n_refine=10, gamma=None, n_workers=5, partition="uniform",
                  dropout=0.0, chunk_size=4096, backend="local", client=None,
@@ -212,6 +241,7 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         self.verbose = verbose
         self.random_state = random_state
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Run FK k-means on ``X`` split over ``n_workers`` clients, or on given partitions.
 
@@ -311,6 +341,28 @@ class DistributedSpectralClustering(_EmbeddingClustering):
     ``n_workers``), a list of partitions, a list of loaders or a dask array.
     """
 
+    _parameter_constraints: dict = {
+        "n_clusters": [POSITIVE_INT],
+        "n_components": [POSITIVE_INT, None],
+        "kernel": [kernel_names(KERNELS)],  # the kernels with a random feature map
+        "gamma": [POSITIVE_REAL, None],
+        "degree": [NON_NEGATIVE_INT, None],
+        "coef0": [FINITE_REAL],
+        "n_landmarks": [POSITIVE_INT],
+        "n_leverage": [POSITIVE_INT, None],
+        "embedding_dim": [POSITIVE_INT],
+        "row_sketch_dim": [POSITIVE_INT],
+        "n_random_features": [POSITIVE_INT],
+        "messages": [StrOptions({"gram", "sketch"})],
+        "coreset_size": [POSITIVE_INT],
+        "n_refine": [NON_NEGATIVE_INT],
+        "n_workers": [POSITIVE_INT],
+        "partition": [StrOptions(set(PARTITIONS))],
+        **CLUSTER_PARAMETER_CONSTRAINTS,
+        "verbose": ["verbose"],
+        "random_state": RANDOM_STATE,
+    }
+
     def __init__(self, n_clusters=8, *, n_components=None, kernel="rbf", gamma=None,
                  degree=None, coef0=1.0, n_landmarks=400, n_leverage=None, embedding_dim=50,
                  row_sketch_dim=250, n_random_features=2000, messages="gram",
@@ -341,6 +393,7 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         self.verbose = verbose
         self.random_state = random_state
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """disKPCA + distributed k-means on ``X`` split over ``n_workers`` workers.
 
@@ -352,13 +405,6 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         y : array, optional
             Labels, used only by ``partition='label'``.
         """
-        if int(self.n_clusters) != self.n_clusters or self.n_clusters < 1:
-            raise ValueError(f"n_clusters must be a positive integer, got {self.n_clusters!r}.")
-        if kernel_name(self.kernel) not in KERNELS:
-            raise ValueError(
-                f"kernel={self.kernel!r} has no random feature map, which disKPCA needs; "
-                f"choose one of {', '.join(KERNELS)}."
-            )
         with verbosity(self.verbose):
             return self._fit(X, y)
 

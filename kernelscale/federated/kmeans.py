@@ -37,6 +37,7 @@ import scipy.sparse as sp
 
 from kernelscale.linalg import as_generator
 from kernelscale.runtime import Cluster, Tagged, validate_cluster, worker_seeds
+from kernelscale.runtime.cluster import one_openmp_thread
 from kernelscale.runtime.steps import worker_step
 
 POINT_KINDS = ("raw_points", "sketch")
@@ -89,7 +90,7 @@ def local_solution_step(state, n_clusters, source, seed, responds=True):
 
     X = _rows(state, source)
     k_local = min(n_clusters, X.shape[0])
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), one_openmp_thread():
         warnings.simplefilter("ignore", ConvergenceWarning)
         km = KMeans(n_clusters=k_local, n_init=1, random_state=seed % 2**32).fit(X)
     centers = km.cluster_centers_
@@ -267,7 +268,7 @@ def kmeans_on_workers(
     # Step 3: weighted k-means on the union at the master, centres to every worker.
     n_fit = min(n_clusters, int(np.count_nonzero(weights > 0)))
     seeds = rng.integers(2**31, size=n_init)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), one_openmp_thread():
         warnings.simplefilter("ignore", ConvergenceWarning)
         if n_refine == 0:
             km = KMeans(n_clusters=n_fit, n_init=n_init, random_state=int(seeds[0]))

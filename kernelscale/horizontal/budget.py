@@ -1,9 +1,9 @@
-"""A word budget: the method and |Y| that spend at most B words well, chosen before any is sent.
+"""A word budget: the method and |Y| that spend at most B words well, in two steps.
 
-:func:`plan_budget` forecasts (:func:`kernelscale.horizontal.forecast.forecast_words`)
-each method's largest setting within ``max_words`` and picks one by a rule
-measured on real data at equal words (``benchmarks/budget.py``,
-``benchmarks/sampler.py``):
+First, before anything is sent, :func:`plan_budget` forecasts
+(:func:`kernelscale.horizontal.forecast.forecast_words`) each method's
+largest setting within ``max_words`` and picks one by a rule measured on real
+data at equal words (``benchmarks/budget.py``, ``benchmarks/sampler.py``):
 
 1. 'exact' when every point can go to the master and the model back within
    the budget (n <= 20,000): its error is the optimum, no sample does better;
@@ -19,6 +19,15 @@ measured on real data at equal words (``benchmarks/budget.py``,
    KPCA, the cheapest way to k landmarks;
 4. otherwise a :class:`WordBudgetError` saying what k components cost.
 
+Second, when the forecast picks disKPCA with the ridge sampler, the fit draws
+that sampler's uniform pilot (its words count inside B) and the master looks
+at the pilot's kernel matrix: where its energy is spread, it switches to
+uniform + disLR or uniform + batch KPCA, resized to B with the pilot as the
+first part of their uniform sample (:mod:`kernelscale.horizontal.pilot`;
+:func:`pilot_sizes`). The forecast of the method it runs is kept in
+``BudgetPlan.forecast`` and still equals the ledger to the word on dense rows
+distinct across workers.
+
 'random_features' is sized and listed (its m within the budget) but chosen
 only when asked for (``methods=['random_features']``): with m near k its
 components span little more than its own few random features.
@@ -27,7 +36,7 @@ components span little more than its own few random features.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kernelscale.horizontal.forecast import FORECAST_METHODS, Forecast, forecast_words
 from kernelscale.metrics.lowrank import EXACT_REFERENCE_MAX_SAMPLES
@@ -58,6 +67,14 @@ class BudgetPlan:
         None when it cannot reach k components within it.
     reason : str
         Why this method, in one sentence.
+    sizing : dict
+        What the forecasts were made from (``n_rows``, ``n_features``,
+        ``n_components`` and the options of :func:`forecast_words`), to resize
+        a method after the pilot.
+    pilot : dict or None
+        After the pilot: its size ``n_pilot``, its flatness ``phi``
+        (:func:`kernelscale.horizontal.pilot.flatness`) and the forecast's own
+        choice ``forecast_method``. None when the fit drew no pilot.
     """
 
     max_words: int
@@ -65,6 +82,8 @@ class BudgetPlan:
     forecast: Forecast
     candidates: dict
     reason: str
+    sizing: dict = field(default_factory=dict, repr=False)
+    pilot: dict | None = None
 
     @property
     def n_landmarks(self) -> int:
@@ -161,7 +180,26 @@ def plan_budget(max_words: int, n_rows: Sequence[int], n_features: int,
         raise WordBudgetError(_too_small(max_words, n_rows, n_features, n_components,
                                          allowed, common))
     return BudgetPlan(max_words=max_words, method=method, forecast=candidates[method],
-                      candidates=candidates, reason=reason)
+                      candidates=candidates, reason=reason,
+                      sizing=dict(n_rows=list(n_rows), n_features=n_features,
+                                  n_components=n_components, **common))
+
+
+def pilot_sizes(plan: BudgetPlan, n_pilot: int) -> dict:
+    """The uniform methods' largest forecasts within the budget after a pilot of ``n_pilot``.
+
+    The pilot is the first draw of their uniform sample ('pilot sampling'),
+    the rest a second draw ('uniform sampling'): one count per worker more
+    than in one draw. Returns ``{method: Forecast or None}`` for
+    'uniform_dislr' and 'uniform_batch'.
+    """
+    sizing = dict(plan.sizing)
+    args = [sizing.pop(key) for key in ("n_rows", "n_features", "n_components")]
+    out = {}
+    for method in ("uniform_dislr", "uniform_batch"):
+        best = largest_within(method, plan.max_words, *args, **sizing, n_pilot=n_pilot)
+        out[method] = best if best is not None and best.n_landmarks >= n_pilot else None
+    return out
 
 
 def _choose(candidates: dict, n: int) -> tuple[str | None, str]:

@@ -117,7 +117,12 @@ def print_plan(path: str, X, args) -> None:
 
 
 def _print_budget(n_rows, d, args, options) -> None:
-    from kernelscale.horizontal.budget import WordBudgetError, largest_within, plan_budget
+    from kernelscale.horizontal.budget import (
+        WordBudgetError,
+        largest_within,
+        pilot_sizes,
+        plan_budget,
+    )
 
     print(f"{'method':<16} {'largest setting':>16} {'fit words':>12} {'upload words':>13}")
     for method in FORECAST_METHODS:
@@ -135,6 +140,16 @@ def _print_budget(n_rows, d, args, options) -> None:
         return
     print(f"fit --max-words {args.max_words} runs {plan.method} with {plan.forecast.setting} "
           f"({plan.forecast.words:,} words): {plan.reason}")
+    if plan.method == "diskpca" and args.sampler == "ridge":
+        from kernelscale.horizontal.diskpca import ridge_schedule
+        from kernelscale.horizontal.pilot import FLAT
+
+        n_pilot = ridge_schedule(args.n_components, plan.n_landmarks)[0]
+        after = pilot_sizes(plan, n_pilot)
+        options = ", ".join(f"{m} with {f.setting}" for m, f in after.items() if f is not None)
+        print(f"  its uniform pilot of {n_pilot} points can change this: where the pilot's "
+              f"energy is spread (flatness < {FLAT}), the fit runs {options or 'no other method'}"
+              " instead (the pilot's points count towards their sample)")
 
 
 def _fit_setting(X, args) -> tuple[list[int], dict]:

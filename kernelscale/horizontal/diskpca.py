@@ -131,6 +131,7 @@ def diskpca(
     embedding_dtype: str = "float64",
     sampler: str = "ridge",
     redraw: bool = True,
+    pilot=None,
 ) -> KernelPCAModel:
     """Distributed kernel PCA (disKPCA, Algorithm 4 of paper 001).
 
@@ -190,6 +191,11 @@ def diskpca(
         out. False keeps the shorter Y instead, so the fit sends at most the
         words of :func:`kernelscale.horizontal.forecast.forecast_words` (what a
         word budget runs).
+    pilot : tuple, optional
+        ``(P, rows drawn from each worker, PartitionInfo)``: the ridge sampler's
+        uniform pilot, already drawn on this validated cluster (a word budget's
+        pilot, :mod:`kernelscale.horizontal.pilot`); the fit goes on from it and
+        keeps the cluster's ledger. Only with ``sampler='ridge'``.
 
     Returns
     -------
@@ -207,9 +213,14 @@ def diskpca(
         raise ValueError(
             f"embedding_dtype must be 'float64' or 'float32', got {embedding_dtype!r}.")
     rng = as_generator(random_state)
-    cluster.reset()
-    info = validate_cluster(cluster)
-    check_kernel_input(kernel, info)
+    if pilot is not None and sampler != "ridge":
+        raise ValueError("pilot= continues the ridge sampler; sampler='paper' draws no pilot.")
+    if pilot is None:
+        cluster.reset()
+        info = validate_cluster(cluster)
+        check_kernel_input(kernel, info)
+    else:  # validated when the pilot was drawn
+        *pilot, info = pilot
     n_landmarks = check_budgets(info, n_components, n_landmarks)
     low = 0 if sampler == "paper" else 1  # the ridge sampler's pilot needs a point
     if n_leverage is not None and not (
@@ -237,7 +248,7 @@ def diskpca(
         targets = ridge_schedule(n_components, n_landmarks, n_leverage)
         Y, new_points, n_fill, ridge = ridge_sample(cluster, kernel, n_components, targets,
                                                     n_rows, center, int(chunk_size), rng,
-                                                    redraw=redraw)
+                                                    redraw=redraw, pilot=pilot)
         n_first = targets[0]
     # Step 4: disLR in span(phi(Y))
     model = dislr(cluster, Y, new_points, kernel, n_components, info.n_samples, messages,
@@ -361,7 +372,7 @@ def ridge_schedule(n_components: int, n_landmarks: int, n_pilot: int | None = No
 
 def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: list[int],
                  n_rows, center: bool, chunk_size: int, rng, ridge_scale: float = 1.0,
-                 redraw: bool = True):
+                 redraw: bool = True, pilot=None, record: list | None = None):
     """The 'ridge' sampler: a uniform pilot P, then rounds of ridge-leverage sampling.
 
     Round j sends the points drawn in round j - 1 (the workers keep all
@@ -376,10 +387,18 @@ def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: l
     the uncentred feature map, as in the paper; with ``center=True`` lambda
     comes from the centred pilot.
 
+    ``pilot``: ``(P, rows drawn from each worker)`` when the pilot was drawn
+    already (a word budget's, :mod:`kernelscale.horizontal.pilot`).
+    ``record``: a list that gets, per ridge round, the landmarks before it,
+    its ridge, the workers' total residual and the points drawn (for the
+    sampling probabilities of :func:`kernelscale.horizontal.hybrid.ridge_batch`).
+
     Returns (Y, the last round's points, points from a uniform fill, mu of the pilot).
     """
-    P, received = uniform_sample(cluster, n_rows, targets[0], rng, "pilot sampling",
-                                 redraw=redraw)
+    if pilot is None:
+        pilot = uniform_sample(cluster, n_rows, targets[0], rng, "pilot sampling",
+                               redraw=redraw)
+    P, received = pilot
     ridge = pilot_ridge(kernel, P, n_components, center)
     per_landmark = ridge_scale * ridge / P.shape[0]  # lambda / n
     Y, new_points, n_fill = P, P, 0
@@ -394,5 +413,8 @@ def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: l
         new_points, filled, got = draw_by_residuals(cluster, Y, target, sums,
                                                     np.asarray(n_rows) - received, rng,
                                                     f"ridge sampling {j}", redraw)
+        if record is not None:
+            record.append({"kept": Y, "ridge": settings["ridge"],
+                           "total": float(sum(r[0] for r in sums)), "new": new_points})
         Y, n_fill, received = stack_rows([Y, new_points]), n_fill + filled, received + got
     return Y, new_points, n_fill, ridge

@@ -4,15 +4,31 @@ from __future__ import annotations
 
 import time
 import warnings
+from numbers import Real
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    _fit_context,
+)
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from kernelscale.backends.local import LocalCluster
-from kernelscale.cluster_factory import estimator_cluster
+from kernelscale.cluster_factory import CLUSTER_PARAMETER_CONSTRAINTS, estimator_cluster
+from kernelscale.constraints import (
+    FINITE_REAL,
+    NON_NEGATIVE_INT,
+    POSITIVE_INT,
+    POSITIVE_REAL,
+    RANDOM_STATE,
+    Interval,
+    StrOptions,
+    kernel_names,
+)
 from kernelscale.horizontal.baselines import (
     exact_kpca,
     random_features_pca,
@@ -24,6 +40,7 @@ from kernelscale.horizontal.diskpca import SAMPLERS, diskpca
 from kernelscale.horizontal.evaluate import distributed_error
 from kernelscale.horizontal.forecast import MIN_FIT_ROWS, max_row_nnz_of
 from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
+from kernelscale.horizontal.pilot import piloted_fit
 from kernelscale.horizontal.preimage import apply_preimage, fit_preimage
 from kernelscale.kernels import KERNELS, Kernel, is_importable, kernel_name, make_kernel
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
@@ -34,7 +51,7 @@ from kernelscale.metrics.lowrank import (
     excess_energy_ratio,
     kernel_mean_norm_sq,
 )
-from kernelscale.partition import make_partition, split
+from kernelscale.partition import PARTITIONS, make_partition, split
 from kernelscale.progress import get_logger, track_rounds, verbosity
 from kernelscale.runtime.inputs import is_partition_list
 from kernelscale.runtime.validation import check_real
@@ -127,8 +144,13 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         the papers' setting.
     method : {'diskpca', 'uniform_dislr', 'uniform_batch', 'exact', 'random_features'}, \
 default=None
-        The protocol. None: 'diskpca', or with ``max_words`` the method the
-        word forecast chooses (:func:`kernelscale.horizontal.budget.plan_budget`).
+        The protocol. None: 'diskpca' at ``n_landmarks``, unless the pilot
+        rule of :mod:`kernelscale.horizontal.pilot` shows, from the ridge
+        sampler's uniform pilot, that the energy is spread (a narrow RBF): then
+        'uniform_batch' or 'uniform_dislr' at the same words (dense data, a
+        kernel with a random feature map; the choice is in ``budget_plan_``).
+        With ``max_words``, the method the word forecast and the pilot choose
+        (:func:`kernelscale.horizontal.budget.plan_budget`).
     max_words : int, optional
         A word budget B for the fit (both directions, every message of the
         phase 'fit' counted by the ledger). Before anything is sent, the fit
@@ -138,7 +160,14 @@ default=None
         :func:`~kernelscale.horizontal.budget.plan_budget` picks within B:
         'exact' when all the data and its model fit in B, else disKPCA at the
         most landmarks B buys (``method`` restricts the choice to one method,
-        sized to B; ``n_landmarks`` is then ignored). Its sampling never draws
+        sized to B; ``n_landmarks`` is then ignored). When that choice is
+        disKPCA with the ridge sampler (and ``method`` is None), the fit first
+        draws the sampler's uniform pilot (counted in B) and, where the pilot's
+        kernel matrix shows the energy spread (a narrow RBF), switches to
+        uniform + batch KPCA or uniform + disLR resized to B, the pilot being
+        the first part of their sample (:mod:`kernelscale.horizontal.pilot`);
+        the choice and its reason are in ``budget_plan_`` and the INFO log.
+        Its sampling never draws
         again for copies of drawn points held by other workers (Y is then a few
         points short), so the ledger shows at most B words; sparse rows are
         forecast at the largest row's size. A budget below what k components
@@ -270,10 +299,40 @@ default=None
         The method that ran (``method``, or the budget's choice).
     budget_plan_ : BudgetPlan
         With ``max_words``: the chosen method, its forecast and every method's
-        largest setting within the budget.
+        largest setting within the budget; ``pilot`` and ``reason`` say what
+        the pilot showed. A fit with ``method=None`` and no budget that drew
+        the pilot keeps its plan too (``max_words`` there is the default's words).
     kernel_ : Kernel
     n_features_in_ : int
     """
+
+    _parameter_constraints: dict = {
+        "n_components": [POSITIVE_INT],
+        "kernel": [kernel_names(), callable],
+        "gamma": [POSITIVE_REAL, None],
+        "degree": [NON_NEGATIVE_INT, None],
+        "coef0": [FINITE_REAL],
+        "n_workers": [POSITIVE_INT],
+        "partition": [StrOptions(set(PARTITIONS))],
+        "method": [StrOptions(set(METHODS)), None],
+        "max_words": [POSITIVE_INT, None],
+        "n_landmarks": [POSITIVE_INT],
+        "landmarks": ["array-like", "sparse matrix", None],
+        "n_leverage": [POSITIVE_INT, None],
+        "embedding_dim": [POSITIVE_INT],
+        "row_sketch_dim": [POSITIVE_INT],
+        "n_random_features": [POSITIVE_INT],
+        "embedding_dtype": [StrOptions({"float64", "float32"})],
+        "messages": [StrOptions({"gram", "sketch"})],
+        "center": ["boolean"],
+        "fit_inverse_transform": ["boolean"],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "chunk_size": [POSITIVE_INT],
+        **CLUSTER_PARAMETER_CONSTRAINTS,
+        "verbose": ["verbose"],
+        "random_state": RANDOM_STATE,
+        "sampler": [StrOptions(set(SAMPLERS))],
+    }
 
     def __init__(self, n_components=10, *, kernel="rbf", gamma=None, degree=None, coef0=1.0,
                  n_workers=5, partition="power_law", method=None, max_words=None,
@@ -313,6 +372,7 @@ default=None
         self.random_state = random_state
         self.sampler = sampler
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Fit on ``X`` (split over ``n_workers``) or on a list of partitions.
 
@@ -335,17 +395,28 @@ default=None
         try:
             self.kernel_ = self._make_kernel(self.n_features_in_)
             plan = self._plan_budget(X, info, cluster) if self.max_words is not None else None
+            if plan is None and self._default_draws_pilot(info, cluster):
+                plan = self._default_plan(info)
             self.method_ = plan.method if plan else (self.method or "diskpca")
             desc = f"{type(self).__name__}({self.method_})"
             with track_rounds(cluster, LOGGER, desc, self.verbose):
-                self.model_ = self._run_method(cluster, rng, plan)
+                if plan is not None and self._draws_pilot(plan):
+                    self.model_, plan = piloted_fit(
+                        cluster, self.kernel_, plan, messages=self.messages,
+                        center=bool(self.center), chunk_size=self.chunk_size,
+                        n_leverage=self.n_leverage, random_state=rng,
+                        redraw=self.max_words is None)
+                    self.method_ = plan.method
+                else:
+                    self.model_ = self._run_method(cluster, rng, plan)
         finally:
             cluster.close()
         self.communication_ = cluster.ledger
         self.__dict__.pop("budget_plan_", None)
         if plan is not None:
             self.budget_plan_ = plan
-            self._check_budget_kept()
+            if self.max_words is not None:
+                self._check_budget_kept()
         self.eigenvalues_ = self.model_.eigenvalues
         self.explained_variance_ratio_ = _energy_shares(self.eigenvalues_, self.model_.trace)
         if hasattr(self.model_, "landmarks"):
@@ -356,15 +427,19 @@ default=None
         if self.fit_inverse_transform:
             self._fit_inverse_transform()
         self._n_features_out = self.model_.n_components
-        LOGGER.info("%s: %d samples over %d workers, %s fit words, %.2f s", desc,
-                    info.n_samples, info.n_workers,
-                    f"{self.communication_.total_words('fit'):,}", time.perf_counter() - start)
+        choice = ""
+        if plan is not None and plan.pilot is not None:  # the pilot's choice and its reason
+            choice = (f"; after a pilot of {plan.pilot['n_pilot']} points, {plan.method} with "
+                      f"{plan.forecast.setting}: {plan.reason}")
+        LOGGER.info("%s: %d samples over %d workers, %s fit words, %.2f s%s",
+                    f"{type(self).__name__}({self.method_})", info.n_samples, info.n_workers,
+                    f"{self.communication_.total_words('fit'):,}", time.perf_counter() - start,
+                    choice)
         return self
 
     def _check_params(self) -> None:
-        """Parameter errors that need no data: raised before any work starts."""
-        if self.method is not None and self.method not in METHODS:
-            raise ValueError(f"Unknown method {self.method!r}; choose one of {list(METHODS)}.")
+        """Errors between parameters, raised before any work starts (each parameter
+        alone is checked by ``_parameter_constraints``)."""
         method = self.method or "diskpca"
         name = kernel_name(self.kernel)
         uses_landmarks = self.landmarks is not None
@@ -395,11 +470,6 @@ default=None
                 "module level in a module the workers can import, use backend='local', or "
                 "method='uniform_batch' or 'exact' (the kernel runs at the master only)."
             )
-        if self.embedding_dtype not in ("float64", "float32"):
-            raise ValueError("embedding_dtype must be 'float64' or 'float32', got "
-                             f"{self.embedding_dtype!r}.")
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}.")
         if self.fit_inverse_transform:
             if method not in INVERSE_METHODS:
                 raise ValueError(
@@ -412,9 +482,6 @@ default=None
                     f"fit_inverse_transform=True evaluates the kernel on the scores, which "
                     f"can be negative; the {name} kernel takes non-negative inputs only."
                 )
-            if not (isinstance(self.alpha, (int, float, np.number)) and np.isfinite(self.alpha)
-                    and self.alpha >= 0):
-                raise ValueError(f"alpha must be a finite number >= 0, got {self.alpha!r}.")
 
     def _run_method(self, cluster, rng, plan=None):
         """The method's master function on the cluster (disLR/batch on Y with ``landmarks``)."""
@@ -434,10 +501,35 @@ default=None
             embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
             embedding_dtype=self.embedding_dtype, sampler=self.sampler, **sizes, **common)
 
+    def _draws_pilot(self, plan) -> bool:
+        """Whether a budgeted fit draws a pilot: the forecast chose disKPCA (ridge) freely."""
+        return (self.method is None and plan.method == "diskpca" and self.sampler == "ridge")
+
+    def _default_draws_pilot(self, info, cluster) -> bool:
+        """Whether a fit with ``method=None`` and no budget applies the pilot rule.
+
+        At the words of the default (disKPCA, ridge sampler, ``n_landmarks``),
+        on dense data with at least ``n_landmarks`` rows and a kernel with a
+        random feature map; the fit is then the default's, or the method the
+        pilot shows at the same words.
+        """
+        return (self.method is None and self.landmarks is None and self.sampler == "ridge"
+                and kernel_name(self.kernel) in KERNELS and not info.is_sparse
+                and info.n_samples >= self.n_landmarks >= self.n_components
+                and min(info.n_rows) >= 1 and getattr(cluster, "secure_rounds", None) is None)
+
+    def _default_plan(self, info):
+        """The default's words as a budget: disKPCA (ridge) at ``n_landmarks`` within it."""
+        from kernelscale.horizontal.forecast import forecast_words
+
+        options = dict(kernel=self.kernel_, center=bool(self.center), messages=self.messages,
+                       n_leverage=self.n_leverage, chunk_size=self.chunk_size)
+        words = forecast_words("diskpca", info.n_rows, info.n_features, self.n_components,
+                               self.n_landmarks, **options).words
+        return plan_budget(words, info.n_rows, info.n_features, self.n_components,
+                           methods=["diskpca", "uniform_dislr", "uniform_batch"], **options)
+
     def _check_max_words(self, uses_landmarks: bool) -> None:
-        if (isinstance(self.max_words, bool) or not isinstance(self.max_words, (int, np.integer))
-                or self.max_words < 1):
-            raise ValueError(f"max_words must be a positive integer, got {self.max_words!r}.")
         if uses_landmarks:
             raise ValueError("max_words chooses the landmarks within the budget; give "
                              "either max_words or landmarks, not both.")
@@ -462,9 +554,10 @@ default=None
             methods=None if self.method is None else [self.method],
             messages=self.messages, n_leverage=self.n_leverage, chunk_size=self.chunk_size,
             **options)
-        LOGGER.info("max_words=%s: %s with %s (forecast %s words; %s)", f"{self.max_words:,}",
+        LOGGER.info("max_words=%s: %s with %s (forecast %s words; %s)%s", f"{self.max_words:,}",
                     plan.method, plan.forecast.setting, f"{plan.forecast.words:,}",
-                    plan.reason)
+                    plan.reason, "; its uniform pilot may change the method"
+                    if self._draws_pilot(plan) else "")
         return plan
 
     def _check_budget_kept(self) -> None:

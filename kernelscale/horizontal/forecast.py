@@ -152,6 +152,7 @@ def forecast_words(
     n_random_features: int = 2000,
     embedding_dtype: str = "float64",
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    n_pilot: int | None = None,
 ) -> Forecast:
     """The words a horizontal method's fit will send, round by round, before it runs.
 
@@ -179,6 +180,11 @@ def forecast_words(
 embedding_dtype, chunk_size
         As in :func:`kernelscale.horizontal.diskpca` (``n_random_features`` is
         also 'random_features'' m).
+    n_pilot : int, optional
+        'uniform_dislr' and 'uniform_batch' after a budget's pilot
+        (:mod:`kernelscale.horizontal.pilot`): the uniform sample is drawn in
+        two rounds, 'pilot sampling' (``n_pilot`` points, with the seeds) and
+        'uniform sampling' (the rest), one count per worker more.
 
     Returns
     -------
@@ -210,10 +216,10 @@ embedding_dtype, chunk_size
         _paper_diskpca(rounds, n_landmarks, n_leverage, messages, embedding_dim,
                        row_sketch_dim, n_random_features, embedding_dtype, **options)
     elif method == "uniform_dislr":
-        _uniform_sample(rounds, "uniform sampling", n_landmarks, point)
+        _piloted_uniform_sample(rounds, n_landmarks, n_pilot, point)
         _dislr(rounds, n_landmarks, n_landmarks, messages, **options)
     elif method == "uniform_batch":
-        _uniform_sample(rounds, "uniform sampling", n_landmarks, point)
+        _piloted_uniform_sample(rounds, n_landmarks, n_pilot, point)
         _landmark_model(rounds, "batch KPCA: landmarks and components", n_landmarks, **options)
     elif method == "exact":
         n_landmarks = n
@@ -243,6 +249,17 @@ def _uniform_sample(rounds: _Rounds, name: str, count: int, point: float) -> Non
     """:func:`kernelscale.horizontal.sampling.uniform_sample`: seeds, counts, the points up."""
     rounds.add(f"{name}: seeds", DOWN, "seed", 1)
     _draw(rounds, name, count, point)
+
+
+def _piloted_uniform_sample(rounds: _Rounds, count: int, n_pilot, point: float) -> None:
+    """A uniform sample, in one draw or after a budget's pilot of ``n_pilot`` points."""
+    if n_pilot is None:
+        _uniform_sample(rounds, "uniform sampling", count, point)
+        return
+    n_pilot = min(int(n_pilot), count)
+    _uniform_sample(rounds, "pilot sampling", n_pilot, point)
+    if count > n_pilot:
+        _draw(rounds, "uniform sampling", count - n_pilot, point)
 
 
 def _draw(rounds: _Rounds, name: str, count: int, point: float) -> None:

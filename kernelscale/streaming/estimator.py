@@ -14,15 +14,27 @@ import warnings
 from numbers import Integral
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    _fit_context,
+)
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from kernelscale.constraints import (
+    POSITIVE_INT,
+    POSITIVE_REAL,
+    RANDOM_STATE,
+    StrOptions,
+    kernel_names,
+)
 from kernelscale.files import write_npz_atomically
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
 from kernelscale.progress import get_logger, progress_bar, verbosity
 from kernelscale.runtime.validation import check_real
 from kernelscale.streaming.baselines import RNCA, StreamingNystrom
-from kernelscale.streaming.skpca import SKPCA, StreamingMethod, check_positive_int
+from kernelscale.streaming.skpca import SKPCA, StreamingMethod
 
 MODEL_TYPE = "streaming_kpca"
 METHODS = {"skpca": SKPCA, "rnca": RNCA, "nystrom": StreamingNystrom}
@@ -140,6 +152,20 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     (5, 3)
     """
 
+    _parameter_constraints: dict = {
+        "n_components": [POSITIVE_INT],
+        "kernel": [kernel_names()],  # which ones a method takes: checked by the method
+        "gamma": [POSITIVE_REAL, None],
+        "n_random_features": [POSITIVE_INT],
+        "sketch_size": [POSITIVE_INT],
+        "n_landmarks": [POSITIVE_INT, None],
+        "method": [StrOptions(set(METHODS))],
+        "shrink": [StrOptions({"modified", "classic"})],
+        "batch_size": [POSITIVE_INT],
+        "verbose": ["verbose"],
+        "random_state": RANDOM_STATE,
+    }
+
     def __init__(
         self,
         n_components: int = 2,
@@ -167,11 +193,10 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         self.verbose = verbose
         self.random_state = random_state
 
-    def _validate_params_for(self, n_features: int) -> None:
-        k = check_positive_int(self.n_components, "n_components")
-        check_positive_int(self.batch_size, "batch_size")
-        if self.method not in METHODS:
-            raise ValueError(f"Unknown method {self.method!r}; choose one of {sorted(METHODS)}.")
+    def _check_sizes(self) -> None:
+        """``n_components`` against the method's sketch (each parameter alone is checked
+        by ``_parameter_constraints``)."""
+        k = self.n_components
         limit = {
             "skpca": ("sketch_size", self.sketch_size),
             "rnca": ("n_random_features", self.n_random_features),
@@ -180,20 +205,21 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
                 self.n_random_features if self.n_landmarks is None else self.n_landmarks,
             ),
         }[self.method]
-        if isinstance(limit[1], Integral) and k > limit[1]:
+        if k > limit[1]:
             raise ValueError(
                 f"n_components={k} exceeds {limit[0]}={limit[1]}; the {self.method} sketch "
                 f"holds at most {limit[1]} directions."
             )
 
     def _start(self, n_features: int) -> None:
-        self._validate_params_for(n_features)
+        self._check_sizes()
         seed = int(as_generator(self.random_state).integers(2**63))
         self.sketcher_ = build_method(
             self.method, n_features, self.kernel, self.gamma, self.n_random_features,
             self.sketch_size, self.n_landmarks, self.shrink, seed,
         )
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None) -> StreamingKernelPCA:
         """Feed one batch of points; returns self.
 
@@ -217,6 +243,7 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
                      X.shape[0], self.n_samples_seen_)
         return self
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None) -> StreamingKernelPCA:
         """Fit from scratch on ``X``, fed in batches of ``batch_size`` rows; returns self.
 

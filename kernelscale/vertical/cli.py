@@ -43,6 +43,8 @@ def _blocks(text: str):
         raise ValueError(
             f"--blocks must be an int or comma-separated ints, got {text!r}."
         ) from None
+    if len(sizes) == 1 and sizes[0] < 1:
+        raise ValueError(f"--blocks must be a positive integer, got {sizes[0]}.")
     return sizes[0] if len(sizes) == 1 else sizes
 
 

@@ -7,10 +7,26 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    _fit_context,
+)
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from kernelscale.cluster_factory import cluster_options, make_cluster
+from kernelscale.cluster_factory import (
+    CLUSTER_PARAMETER_CONSTRAINTS,
+    cluster_options,
+    make_cluster,
+)
+from kernelscale.constraints import (
+    FINITE_REAL,
+    POSITIVE_INT,
+    POSITIVE_REAL,
+    RANDOM_STATE,
+    kernel_names,
+)
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, kernel_name, make_kernel
 from kernelscale.linalg import like_input, preserved_dtypes
 from kernelscale.partition import feature_block_partition
@@ -157,6 +173,21 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     True
     """
 
+    _parameter_constraints: dict = {
+        "n_components": [POSITIVE_INT],
+        "n_local_components": [POSITIVE_INT, None],
+        "kernel": [kernel_names(), callable],  # the ones that split: checked in fit
+        "gamma": [POSITIVE_REAL, None],
+        "degree": [POSITIVE_INT],
+        "coef0": [FINITE_REAL],
+        "center": ["boolean"],
+        "feature_blocks": [POSITIVE_INT, "array-like", None],
+        "chunk_size": [POSITIVE_INT],
+        **CLUSTER_PARAMETER_CONSTRAINTS,
+        "verbose": ["verbose"],
+        "random_state": RANDOM_STATE,
+    }
+
     def __init__(
         self,
         n_components=2,
@@ -193,6 +224,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.verbose = verbose
         self.random_state = random_state
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Fit on ``X`` (split by ``feature_blocks``) or on the parties' blocks or loaders."""
         with verbosity(self.verbose):
@@ -249,11 +281,9 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         try:
             if n_samples < 2:
                 raise ValueError(f"n_samples={n_samples}: kernel PCA needs at least 2 samples.")
-            if (int(self.n_components) != self.n_components
-                    or not 1 <= self.n_components <= n_samples):
+            if self.n_components > n_samples:
                 raise ValueError(
-                    f"n_components={self.n_components!r} must be an integer in "
-                    f"[1, n_samples={n_samples}]."
+                    f"n_components={self.n_components} exceeds n_samples={n_samples}."
                 )
             kernel = make_kernel(
                 kernel_name(self.kernel),

@@ -1,0 +1,190 @@
+"""The pilot rule of a word budget: how spread is the energy that B words must capture?
+
+A budgeted fit (``DistributedKernelPCA(max_words=B)``) whose forecast picks
+disKPCA with the ridge sampler first draws that sampler's uniform pilot P
+(``ceil(|Y| / 4)`` points, at least k). P is also the first part of a uniform
+sample, so whatever the master then chooses, no pilot point is wasted: the
+ridge sampler goes on from it, and uniform + disLR and uniform + batch KPCA
+draw only the rest of their uniform sample.
+
+The master holds P and its kernel matrix, which the forecast made before
+sending could not see. :func:`flatness` measures how much of the pilot's
+(centred) energy its top j = min(k, |P| // 3) eigenvalues hold beyond what j
+of |P| orthogonal points would hold:
+
+    phi = (share_j - j / |P|) / (1 - j / |P|),   share_j = sum_{i<=j} lambda_i / trace.
+
+phi near 0: every point is nearly its own direction (a narrow RBF), the
+top-k subspace is far from resolved by the few hundred landmarks disLR can
+afford, and choosing points (ridge leverage) earns nothing over sending more
+of them. phi near 1: a few directions hold the energy and the points that
+carry them are worth choosing. :func:`choose_after_pilot` applies the rule
+measured on digits, letter, satellite, spam and insurance
+(``benchmarks/budget.py``, ``docs/budget.md``):
+
+* the kernel's diagonal k(a, a) varies over the pilot by more than 1%
+  (:func:`diagonal_spread`; polynomial and arc-cosine kernels): disKPCA with
+  the ridge sampler, as forecast. The energy sits with the points of large
+  norm, which a pilot of a few dozen points may miss (its phi then looks
+  flat) while the ridge sampler finds them over all the data; uniform
+  samples there lost by 10-10^4x;
+* phi >= :data:`FLAT` (0.33): disKPCA with the ridge sampler, as forecast;
+* phi < FLAT and uniform + batch ships at least :data:`BATCH_RATIO` (2) times
+  the landmarks of uniform + disLR within B: uniform + batch KPCA;
+* phi < FLAT otherwise: uniform + disLR.
+
+Over 30 pilots per setting of the benchmark's sets, phi was at most 0.36
+with the RBF kernel at 0.2 x the median distance and at least 0.35 with the
+RBF kernel at 1.0 x (3rd and 97th percentiles; from pilots of 20 points on:
+at most 0.34 and at least 0.40).
+
+A fit with ``method=None`` and no budget applies the same rule at the words
+of its default (disKPCA, ridge sampler, ``n_landmarks``): where the ridge
+plan holds it is that fit, round for round.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernelscale.runtime.cluster import one_blas_thread
+
+#: Below this flatness the energy is spread: send more points rather than choose them.
+FLAT = 0.33
+#: Where the energy is spread, uniform + batch when it ships this many times disLR's |Y|.
+BATCH_RATIO = 2.0
+#: Above this ratio of the largest to the smallest k(a, a) over the pilot, keep the ridge sampler.
+MAX_SPREAD = 1.01
+
+
+def flatness(K: np.ndarray, n_components: int) -> float:
+    """phi of the pilot's kernel matrix ``K`` (uncentred; centred here), in [0, 1].
+
+    0 when the top j eigenvalues hold no more than j of |P| equal ones would;
+    1 when they hold all the energy (see the module docstring).
+    """
+    p = K.shape[0]
+    j = min(n_components, p // 3)
+    if j < 1:
+        return 1.0
+    mean = K.mean(axis=0)
+    Kc = K - mean[None, :] - mean[:, None] + mean.mean()
+    with one_blas_thread():
+        w = np.maximum(np.linalg.eigvalsh((Kc + Kc.T) / 2.0), 0.0)[::-1]
+    total = float(w.sum())
+    if total <= 0:
+        return 1.0
+    share = float(w[:j].sum()) / total
+    return float(np.clip((share - j / p) / (1.0 - j / p), 0.0, 1.0))
+
+
+def diagonal_spread(K: np.ndarray) -> float:
+    """``max k(a, a) / min k(a, a)`` over the pilot (1 for RBF and Laplacian kernels)."""
+    d = np.diag(K)
+    low = float(d.min())
+    return float("inf") if low <= 0 else float(d.max()) / low
+
+
+def choose_after_pilot(phi: float, sizes: dict, spread: float = 1.0) -> tuple[str, str]:
+    """The method after the pilot, and why, from phi and each method's |Y| within B.
+
+    ``sizes`` maps 'diskpca', 'uniform_dislr' and 'uniform_batch' to their
+    largest |Y| within the budget after the pilot (None: out of reach).
+    ``spread`` is the pilot's :func:`diagonal_spread`: where the points' norms
+    in feature space differ (polynomial, arc-cosine kernels), the energy sits
+    with the points of large norm, which a small pilot may not hold, so the
+    ridge sampler, which looks for them over all the data, keeps the choice.
+    """
+    if spread > MAX_SPREAD:
+        return "diskpca", (f"the kernel's diagonal varies over the pilot (max/min "
+                           f"{spread:.3g} > {MAX_SPREAD}): the ridge sampler chooses the "
+                           f"points that carry the energy, |Y| = {sizes['diskpca']}")
+    if phi >= FLAT or not (sizes.get("uniform_dislr") or sizes.get("uniform_batch")):
+        return "diskpca", (f"the pilot's energy is concentrated (phi = {phi:.2f} >= {FLAT}): "
+                           f"the ridge sampler chooses |Y| = {sizes['diskpca']} landmarks")
+    dislr, batch = sizes.get("uniform_dislr") or 0, sizes.get("uniform_batch") or 0
+    if batch >= BATCH_RATIO * dislr:
+        return "uniform_batch", (
+            f"the pilot's energy is spread (phi = {phi:.2f} < {FLAT}) and uniform + batch "
+            f"ships {batch / max(dislr, 1):.1f}x the points of uniform + disLR "
+            f"(|Y| = {batch} against {dislr})")
+    return "uniform_dislr", (
+        f"the pilot's energy is spread (phi = {phi:.2f} < {FLAT}) and uniform + batch ships "
+        f"less than {BATCH_RATIO:g}x the points of uniform + disLR: |Y| = {dislr} uniform "
+        "landmarks")
+
+
+def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool = False,
+                chunk_size: int = 4096, n_leverage: int | None = None, random_state=None,
+                redraw: bool = False):
+    """A budget plan's fit in two steps: the ridge sampler's pilot, then the method it shows.
+
+    ``plan`` is a :class:`~kernelscale.horizontal.budget.BudgetPlan` whose
+    forecast chose 'diskpca' (ridge sampler). Draws the pilot ('pilot sampling:
+    seeds', 'pilot sampling'), measures its :func:`flatness`, picks the method
+    (:func:`choose_after_pilot`) and goes on from the pilot: the ridge rounds
+    and disLR, or the rest of a uniform sample ('uniform sampling') and disLR
+    or batch KPCA. With ``redraw=False`` (a word budget) no sample draws again
+    for copies of drawn points, so the ledger stays within the forecast;
+    ``redraw=True`` (the default fit) draws again as the methods themselves do.
+
+    Returns
+    -------
+    (KernelPCAModel, BudgetPlan)
+        The model, and the plan of what ran (method, forecast, reason, pilot).
+    """
+    from dataclasses import replace
+
+    from kernelscale.horizontal.baselines import batch_kpca, broadcast_landmark_model
+    from kernelscale.horizontal.budget import pilot_sizes
+    from kernelscale.horizontal.diskpca import check_kernel_input, diskpca, ridge_schedule
+    from kernelscale.horizontal.dislr import dislr
+    from kernelscale.horizontal.sampling import (
+        sample_distinct,
+        stack_rows,
+        uniform_sample,
+        uniform_sample_step,
+    )
+    from kernelscale.linalg import as_generator
+    from kernelscale.runtime import validate_cluster, worker_seeds
+
+    rng = as_generator(random_state)
+    k = plan.sizing["n_components"]
+    n_y = plan.candidates["diskpca"].n_landmarks
+    cluster.reset()
+    info = validate_cluster(cluster)
+    check_kernel_input(kernel, info)
+    n_pilot = ridge_schedule(k, n_y, n_leverage)[0]
+    # Step 1: the uniform pilot, the ridge sampler's first round (its words count in B)
+    P, received = uniform_sample(cluster, info.n_rows, n_pilot, rng, "pilot sampling",
+                                 redraw=redraw)
+    K = kernel(P, P, dtype=np.float64)
+    phi, spread = flatness(K, k), diagonal_spread(K)
+    # Step 2: the method the pilot shows, sized to what is left of the budget
+    uniform = pilot_sizes(plan, n_pilot)
+    sizes = {"diskpca": n_y, **{m: f.n_landmarks if f else None for m, f in uniform.items()}}
+    method, reason = choose_after_pilot(phi, sizes, spread)
+    pilot = {"n_pilot": n_pilot, "phi": phi, "diagonal_spread": spread,
+             "forecast_method": plan.method}
+    if method == "diskpca":
+        model = diskpca(cluster, kernel, k, n_y, n_leverage, messages=messages, center=center,
+                        chunk_size=chunk_size, random_state=rng, redraw=redraw,
+                        pilot=(P, received, info))
+        return model, replace(plan, reason=reason, pilot=pilot)
+    forecast = uniform[method]
+    rows = np.asarray(info.n_rows, dtype=np.int64)
+    # The rest of the uniform sample: the forecast's |Y| - |P| points (fewer when
+    # copies of drawn points left P short; never more).
+    new, _ = sample_distinct(cluster, P, P.shape[0] + forecast.n_landmarks - n_pilot, rows,
+                             rows - received, uniform_sample_step, rng, "uniform sampling",
+                             redraw=redraw)
+    Y = stack_rows([P, new])
+    if method == "uniform_dislr":
+        model = dislr(cluster, Y, Y, kernel, k, info.n_samples, messages, center,
+                      int(chunk_size), worker_seeds(rng, cluster.n_workers))
+        model.info = {"method": "uniform_dislr", "messages": messages, "n_pilot": n_pilot}
+    else:
+        model = batch_kpca(Y, kernel, k, center)
+        broadcast_landmark_model(cluster, model, "batch KPCA: landmarks and components")
+        model.info = {"method": "uniform_batch", "n_pilot": n_pilot}
+    return model, replace(plan, method=method, forecast=forecast, reason=reason, pilot=pilot)
