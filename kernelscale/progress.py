@@ -18,7 +18,11 @@ logging is not configured at all, the lines go to stderr through
 ``tqdm.write``, so they do not break the bar.
 
 The bar counts rounds as they end; it is driven by the runtime's listener hook
-(:meth:`kernelscale.runtime.Cluster.add_listener`).
+(:meth:`kernelscale.runtime.Cluster.add_listener`). A cluster whose rounds take
+seconds (``FlowerCluster``: a message through the SuperLink and back) sets
+``show_progress = True``: its fits show the bar even at ``verbose=0`` when
+stderr is an interactive terminal (rounds done, the round just finished, the
+elapsed time), and stay silent in a pipe, a log file or a test.
 """
 
 from __future__ import annotations
@@ -86,12 +90,18 @@ class RoundProgress:
     desc : str
         The bar's label, also the start of each log line.
     verbose : int
-        0 disables the bar (the DEBUG lines still reach the logger).
+        0 disables the bar (the DEBUG lines still reach the logger), unless the
+        cluster's ``show_progress`` is true and stderr is a terminal.
     """
 
     def __init__(self, cluster, logger: logging.Logger, desc: str, verbose):
         self.cluster, self.logger, self.desc = cluster, logger, desc
-        self.bar = progress_bar(verbose, desc=desc, unit="round")
+        if not verbose and getattr(cluster, "show_progress", False):
+            # tqdm's disable=None: shown only when stderr is a terminal
+            self.bar = tqdm(file=sys.stderr, disable=None, dynamic_ncols=True, desc=desc,
+                            unit="round")
+        else:
+            self.bar = progress_bar(verbose, desc=desc, unit="round")
         cluster.add_listener(self)
 
     def __call__(self, round: str, phase: str, seconds: float) -> None:

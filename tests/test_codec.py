@@ -86,7 +86,7 @@ def test_an_unknown_tag_is_refused():
         decode('["array", 3]', [])
 
 
-def test_the_supernode_launcher_shortens_only_flowers_idle_wait():
+def test_the_supernode_launcher_shortens_only_flowers_fixed_waits():
     from types import SimpleNamespace
 
     from kernelscale.backends.flower.supernode import _ShortIdle
@@ -94,7 +94,8 @@ def test_the_supernode_launcher_shortens_only_flowers_idle_wait():
     slept = []
     fake_time = SimpleNamespace(sleep=slept.append, monotonic=lambda: 7.0)
     clock = _ShortIdle(0.1, fake_time)
-    clock.sleep(3)
-    clock.sleep(0.5)
-    assert slept == [0.1, 0.5]
+    clock.sleep(3)  # after an empty poll of the SuperLink
+    clock.sleep(0.5)  # while waiting for the ClientApp's reply
+    clock.sleep(0.25)
+    assert slept == [0.1, 0.1, 0.25]
     assert clock.monotonic() == 7.0

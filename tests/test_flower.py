@@ -5,9 +5,11 @@ in-process ``LocalCluster`` with the same ``random_state``: the models agree to
 1e-10 and the ledgers are equal message for message. Each SuperNode reads its
 own partition file (named in its node config); the rows never pass through the
 server. The processes start once for the module and are stopped by the fixture's
-finaliser, whatever happens. A round costs seconds on Flower (an idle SuperNode
-polls every 3 s and every message starts a ClientApp process), so the data and
-the protocol settings are small.
+finaliser, whatever happens; the tests that kill a node run last, each on its own
+FlowerCluster, and start the node again. The nodes run through the kernelscale
+launcher (one long-lived ClientApp process each, short waits), so a round costs
+a fraction of a second on a quiet machine; the data and the protocol settings
+are small all the same.
 """
 
 from __future__ import annotations
@@ -183,43 +185,118 @@ def test_secure_sum_hides_every_client_and_gives_the_sum(cluster):
         assert np.all(np.abs(weight - cluster.secure_levels) > 4)
 
 
-# The tests below stop a SuperNode: they run last (the module's federation loses it).
+# The tests below stop a SuperNode (node 2) mid-fit, each on its own FlowerCluster with a
+# short round timeout, and start it again afterwards; they run last (the module's cluster
+# knows the old node ids).
 
-def test_a_node_stopped_mid_fit_is_dropped_like_dropout(federation, cluster):
-    """lost="drop": FK k-means goes on with the clients that answer (N/N_answered)."""
-    cluster = _fresh(cluster)
-    cluster.lost = "drop"
-    lanczos_rounds = []
+KILL_TIMEOUT = 10.0  # how long a killed node holds a round up
+KILLED = 2
 
-    def stop_node_two(round, phase, seconds):
-        if round == "dspgd: lanczos step":
-            lanczos_rounds.append(round)
-            if len(lanczos_rounds) == 1:
-                federation.stop_node(2, signal.SIGTERM)
 
-    cluster.add_listener(stop_node_two)
+def _stop_at(federation, round_name: str, nth: int, sig=signal.SIGKILL):
+    """A round listener that stops SuperNode KILLED after the ``nth`` round ``round_name``."""
+    seen = []
+
+    def listener(round, phase, seconds):
+        if round == round_name:
+            seen.append(round)
+            if len(seen) == nth:
+                federation.stop_node(KILLED, sig)
+
+    return listener
+
+
+@pytest.fixture
+def killable(federation):
+    """``open(**options)``: a FlowerCluster on the module's federation; node 2 restarts after."""
+    opened = []
+
+    def open_cluster(**options):
+        cluster = FlowerCluster(federation.address, 3, timeout=KILL_TIMEOUT, **options)
+        opened.append(cluster)
+        return cluster
+
     try:
-        result = fk_kmeans(cluster, 2, gamma=GAMMA, random_state=3, collect_labels=False,
-                           **FK)
+        yield open_cluster
     finally:
-        cluster._listeners.remove(stop_node_two)
-    assert cluster.lost_workers == {2}
-    uploads = [m for m in cluster.ledger.rounds("fit") if m.direction == "worker->master"]
-    lanczos = [m.worker for m in uploads if m.round == "dspgd: lanczos step"]
-    assert lanczos[:3] == [0, 1, 2] and len(lanczos) > 3 and 2 not in lanczos[3:]
-    assert all(m.worker != 2 for m in uploads if m.round.startswith("kmeans"))
-    # The fit went on without a third of the data after one Lanczos step: the two
-    # blobs are still found (at least 90% of all points, the lost client's included).
-    agreement = np.mean(result.model.predict(X) == TRUTH)
+        for cluster in opened:
+            cluster.close()
+        if federation.nodes[KILLED].poll() is not None:
+            federation.restart_node(KILLED)
+
+
+def _fit_without_node_two(federation, cluster, round_name):
+    from kernelscale.federated import FederatedKernelKMeans
+    from kernelscale.runtime import LostWorkerWarning
+
+    cluster.add_listener(_stop_at(federation, round_name, 1))
+    fk = FederatedKernelKMeans(2, gamma=GAMMA, random_state=3, backend="flower",
+                               client=cluster, **FK)
+    with pytest.warns(LostWorkerWarning, match=rf"worker {KILLED} \(Flower node \d+\) was lost "
+                                               r"in round 'dspgd: lanczos step'") as caught:
+        fk.fit(None)
+    assert len([w for w in caught if issubclass(w.category, LostWorkerWarning)]) == 1
+    return fk
+
+
+def _check_fit_without_node_two(fk):
+    # labels_: partitions in order; the lost client's rows are -1, the others labelled
+    rows = [p.shape[0] for p in ROWS]
+    assert fk.lost_workers_ == [KILLED]
+    lost = np.zeros(sum(rows), bool)
+    lost[sum(rows[:KILLED]):sum(rows[:KILLED + 1])] = True
+    assert np.all(fk.labels_[lost] == -1) and np.all(fk.labels_[~lost] >= 0)
+    # nothing was sent to it after the round it was lost in
+    up = [m for m in fk.communication_.rounds() if m.direction == "worker->master"]
+    assert not any(m.worker == KILLED for m in up if m.round.startswith("kmeans"))
+    # the model from the two clients left still finds the two blobs in every row
+    truth = np.concatenate([TRUTH[0::3], TRUTH[1::3], TRUTH[2::3]])
+    agreement = np.mean(fk.predict(np.vstack(ROWS)) == truth)
     assert max(agreement, 1 - agreement) >= 0.9
+    np.testing.assert_array_equal(fk.labels_[~lost], fk.predict(np.vstack(ROWS[:KILLED]
+                                                                          + ROWS[KILLED + 1:])))
 
 
-def test_a_killed_node_gives_one_worker_error_within_the_round_timeout(federation, cluster):
-    """lost="error": SIGKILL (no goodbye) surfaces at the round's timeout, as one error."""
-    cluster = _fresh(cluster)
-    cluster.lost, cluster.timeout = "error", 20.0
-    cluster.reset()
-    federation.stop_node(1, signal.SIGKILL)
-    with pytest.raises(WorkerError, match=r"worker 1 failed in round 'after a kill': node \d+ "
-                                          r"lost: (no reply within|.*Node Unavailable)"):
-        cluster.broadcast_map(describe_partition, round="after a kill", reply_kind="scalars")
+def test_a_node_killed_mid_fit_is_dropped_and_the_fit_completes(federation, killable):
+    """lost="drop": SIGKILL during DSPGD; the estimator finishes on the two others."""
+    cluster = killable(lost="drop")
+    fk = _fit_without_node_two(federation, cluster, "dspgd: lanczos step")
+    _check_fit_without_node_two(fk)
+    assert fk.communication_.total_words(kind="raw_points") == 0
+
+
+def test_a_node_killed_mid_fit_with_secure_sums_is_dropped(federation, killable):
+    """lost="drop" with every sum through SecAgg+: the node killed between two secure
+    Lanczos rounds is left out of the next SecAgg+ round (Flower alone fails there with a
+    KeyError in secaggplus_mod on the other nodes) and the fit completes."""
+    cluster = killable(lost="drop", secure_rounds="all", secure_range=SECURE_RANGE)
+    fk = _fit_without_node_two(federation, cluster, "dspgd: lanczos step")
+    _check_fit_without_node_two(fk)
+    kinds = fk.communication_.words_by_kind(direction="worker->master")
+    assert "secure_sum" in kinds
+
+
+@pytest.mark.parametrize("secure", [False, True], ids=["clear", "secure"])
+def test_a_node_killed_mid_fit_gives_one_worker_error_naming_it(federation, killable, secure):
+    """lost="error": SIGKILL (no goodbye) mid-fit surfaces at the round's timeout as one
+    WorkerError naming the killed worker and its node, also inside SecAgg+."""
+    options = dict(secure_rounds="all", secure_range=SECURE_RANGE) if secure else {}
+    cluster = killable(lost="error", **options)
+    cluster.add_listener(_stop_at(federation, "dspgd: lanczos step", 1))
+    node = cluster.node_ids[KILLED]
+    match = (rf"worker {KILLED} failed in round 'dspgd: lanczos step': "
+             + (rf"the secure sum failed: node {node} was lost at SecAgg\+ stage"
+                if secure else rf"node {node} lost: (no reply within|.*Node Unavailable)"))
+    with pytest.raises(WorkerError, match=match):
+        fk_kmeans(cluster, 2, gamma=GAMMA, random_state=3, **FK)
+
+
+def test_a_protocol_that_needs_every_reply_names_the_lost_node(federation, killable):
+    """lost="drop" cannot leave a client out of the vertical one-shot KPCA (a party's
+    features): one WorkerError naming the stopped node and why it is not dropped."""
+    cluster = killable(lost="drop", data_key="block-path")
+    node = cluster.node_ids[KILLED]
+    federation.stop_node(KILLED, signal.SIGTERM)  # leaves at once: no timeout to wait
+    with pytest.raises(WorkerError, match=rf"worker {KILLED} failed .*node {node} lost.*"
+                                          "cannot leave it out here"):
+        one_shot_kpca(cluster, make_kernel("rbf", gamma=0.5), 2)

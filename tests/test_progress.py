@@ -118,3 +118,40 @@ def test_py_typed_ships_with_the_package():
     assert (package / "py.typed").is_file()
     pyproject = tomllib.loads((package.parent / "pyproject.toml").read_text())
     assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"]["kernelscale"]
+
+
+class _Terminal:
+    """stderr as an interactive terminal (tqdm asks ``isatty``)."""
+
+    def __init__(self):
+        self.text = []
+
+    def write(self, text):
+        self.text.append(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+class _SlowCluster(LocalCluster):
+    show_progress = True  # as FlowerCluster: rounds of seconds
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_a_slow_cluster_shows_progress_at_verbose_0_in_a_terminal_only(terminal, monkeypatch,
+                                                                        capsys):
+    parts = [X[i::3] for i in range(3)]
+    screen = _Terminal()
+    if terminal:
+        monkeypatch.setattr("sys.stderr", screen)
+    FederatedKernelKMeans(3, max_iter=2, coreset_size=50, random_state=0, n_refine=0,
+                          backend="flower", client=_SlowCluster(parts)).fit(None)
+    shown = "".join(screen.text) + capsys.readouterr().err
+    if terminal:  # the rounds done, the round just finished, the elapsed time
+        assert "FederatedKernelKMeans" in shown and "round" in shown
+        assert "kmeans: labels" in shown and "00:0" in shown
+    else:
+        assert shown == ""

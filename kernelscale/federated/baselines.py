@@ -97,11 +97,13 @@ def rfk_kmeans(cluster: Cluster, n_clusters: int, *, n_random_features: int = 80
     rng = as_generator(random_state)
     cluster.reset()
     info = validate_cluster(cluster)
-    gamma = paper_gamma(cluster, info.n_rows) if gamma is None else float(gamma)
-    cluster.broadcast_map(random_features_step, shared_seed(rng), gamma, int(n_random_features),
-                          round="rfk: features", kind="seed")
-    km = kmeans_on_workers(cluster, n_clusters, coreset_size=coreset_size, source="embedding",
-                           point_kind="sketch", n_refine=n_refine, random_state=rng)
+    with cluster.tolerating_lost():  # a lost client is left out, as in fk_kmeans
+        gamma = paper_gamma(cluster, info.n_rows) if gamma is None else float(gamma)
+        cluster.broadcast_map(random_features_step, shared_seed(rng), gamma,
+                              int(n_random_features), round="rfk: features", kind="seed")
+        km = kmeans_on_workers(cluster, n_clusters, coreset_size=coreset_size,
+                               source="embedding", point_kind="sketch", n_refine=n_refine,
+                               random_state=rng, n_rows=info.n_rows)
     return ClusteringResult(km.labels, km.centers, gamma)
 
 

@@ -167,6 +167,13 @@ class FederatedKernelKMeans(_EmbeddingClustering):
     ----------
     labels_ : ndarray of shape (n_samples,)
         In the order of the rows of ``X``, or of the given partitions concatenated.
+        The rows of a client lost during the fit (``backend='flower'`` with
+        ``client=FlowerCluster(..., lost="drop")``) are labelled -1
+        (``kernelscale.federated.kmeans.LOST_LABEL``): ``labels_ == -1``.
+    lost_workers_ : list of int
+        Clients (partition ids) lost during the fit and left out of it; each
+        was announced by a :class:`~kernelscale.runtime.LostWorkerWarning`
+        naming it and the round. Empty on the local and Dask backends.
     cluster_centers_ : ndarray of shape (n_clusters, n_eigenvectors)
         Centres in the space of the rows of H.
     model_ : FKKMeansModel
@@ -265,6 +272,7 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         finally:
             cluster.close()
         self.labels_ = _in_input_order(indices, result.labels)
+        self.lost_workers_ = sorted(getattr(cluster, "lost_workers", ()))
         self.model_ = result.model
         self.cluster_centers_ = result.model.centers
         self.gamma_ = result.gamma

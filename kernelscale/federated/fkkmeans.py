@@ -455,21 +455,24 @@ def fk_kmeans(
     check_fk_params(info.n_samples, n_clusters, s, n_random_features, max_iter,
                     coreset_size, dropout, gamma)
     rng = as_generator(random_state)
-    # Kernel parameter by the rule of section 6.1 of 003.
-    gamma = paper_gamma(cluster, info.n_rows) if gamma is None else float(gamma)
-    # Steps 4-18: DSPGD with CEM, leaving H[m] on each client.
-    trace = dspgd_cem(
-        cluster, int(n_clusters), int(s), n_rows=info.n_rows, n_features=info.n_features,
-        gamma=gamma, n_random_features=int(n_random_features), max_iter=int(max_iter),
-        dropout=dropout, chunk_size=chunk_size, random_state=rng,
-        record_estimates=record_estimates,
-    )
-    # Step 19: distributed linear k-means over the rows of H (Balcan et al. 2013).
-    answers = _responders(rng, cluster.n_workers, dropout) if dropout else None
-    km = kmeans_on_workers(
-        cluster, int(n_clusters), coreset_size=coreset_size, source="embedding",
-        point_kind="sketch", random_state=rng, n_refine=n_refine, responders=answers,
-        collect_labels=collect_labels,
-    )
+    # A client lost from here on (FlowerCluster(lost="drop")) is left out: the sums
+    # are rescaled by N / N_answered and its rows are labelled LOST_LABEL.
+    with cluster.tolerating_lost():
+        # Kernel parameter by the rule of section 6.1 of 003.
+        gamma = paper_gamma(cluster, info.n_rows) if gamma is None else float(gamma)
+        # Steps 4-18: DSPGD with CEM, leaving H[m] on each client.
+        trace = dspgd_cem(
+            cluster, int(n_clusters), int(s), n_rows=info.n_rows, n_features=info.n_features,
+            gamma=gamma, n_random_features=int(n_random_features), max_iter=int(max_iter),
+            dropout=dropout, chunk_size=chunk_size, random_state=rng,
+            record_estimates=record_estimates,
+        )
+        # Step 19: distributed linear k-means over the rows of H (Balcan et al. 2013).
+        answers = _responders(rng, cluster.n_workers, dropout) if dropout else None
+        km = kmeans_on_workers(
+            cluster, int(n_clusters), coreset_size=coreset_size, source="embedding",
+            point_kind="sketch", random_state=rng, n_refine=n_refine, responders=answers,
+            collect_labels=collect_labels, n_rows=info.n_rows,
+        )
     trace.model.centers = km.centers
     return FKKMeansResult(km.labels, trace.model, gamma, trace)

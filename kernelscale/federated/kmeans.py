@@ -41,6 +41,7 @@ from kernelscale.runtime.cluster import one_openmp_thread
 from kernelscale.runtime.steps import worker_step
 
 POINT_KINDS = ("raw_points", "sketch")
+LOST_LABEL = -1  # the label of the rows of a client lost during the fit
 
 
 @dataclass
@@ -190,6 +191,7 @@ def kmeans_on_workers(
     n_refine: int = 0,
     responders: np.ndarray | None = None,
     collect_labels: bool = True,
+    n_rows=None,
 ) -> DistributedKMeansResult:
     """The coreset k-means protocol on rows the workers already hold (no reset).
 
@@ -216,6 +218,10 @@ def kmeans_on_workers(
         centres and label their points. ``None``: everyone answers.
     collect_labels : bool
         Gather the labels to the master under phase ``collect``.
+    n_rows : sequence of int, optional
+        Rows per worker: the rows of a worker the backend lost (it answers
+        ``None``, see :meth:`~kernelscale.runtime.Cluster.tolerating_lost`) get
+        the label ``LOST_LABEL`` (-1). Without it a lost worker's labels raise.
 
     Returns
     -------
@@ -282,8 +288,23 @@ def kmeans_on_workers(
             parts = cluster.broadcast_map(
                 collect_labels_step, round="kmeans: labels", reply_kind="scalars"
             )
-        labels = np.concatenate(parts)
+        labels = _labels_of(parts, n_rows)
     return DistributedKMeansResult(centers, labels, sizes, responders)
+
+
+def _labels_of(parts, n_rows) -> np.ndarray:
+    """The workers' labels in worker order; ``LOST_LABEL`` for the rows of a lost worker."""
+    from kernelscale.runtime import WorkerError
+
+    out = []
+    for worker, part in enumerate(parts):
+        if part is None:
+            if n_rows is None:
+                raise WorkerError(worker, "kmeans: labels", "lost, and its number of rows "
+                                  "is unknown here (pass n_rows)")
+            part = np.full(int(n_rows[worker]), LOST_LABEL, dtype=np.int64)
+        out.append(np.asarray(part))
+    return np.concatenate(out)
 
 
 def _refine(cluster, candidates, n_refine, source, responders):

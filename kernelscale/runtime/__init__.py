@@ -7,6 +7,7 @@ package imports none of them.
 
 from kernelscale.runtime.cluster import (
     Cluster,
+    LostWorkerWarning,
     WorkerError,
     WorkerState,
     shared_seed,
@@ -21,6 +22,7 @@ __all__ = [
     "UP",
     "Cluster",
     "Ledger",
+    "LostWorkerWarning",
     "Message",
     "PartitionInfo",
     "Tagged",

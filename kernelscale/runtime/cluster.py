@@ -53,6 +53,16 @@ class WorkerError(RuntimeError):
         return (type(self), (self.worker, self.round, self.cause))
 
 
+class LostWorkerWarning(UserWarning):
+    """A backend lost a worker and the protocol goes on without it.
+
+    Raised as a warning (``warnings.warn``) by a cluster that drops lost
+    workers (``FlowerCluster(lost="drop")``); the message names the worker,
+    its node and the round. The worker answers ``None`` from then on; the
+    cluster's ``lost_workers`` lists the workers dropped so far.
+    """
+
+
 class WorkerState:
     """What one worker holds: its partition ``data`` and what it keeps between rounds.
 
@@ -109,6 +119,26 @@ class Cluster(ABC):
             yield self
         finally:
             self._phase = previous
+
+    @property
+    def tolerates_lost(self) -> bool:
+        """Is the current round inside :meth:`tolerating_lost`?"""
+        return getattr(self, "_tolerant", 0) > 0
+
+    @contextmanager
+    def tolerating_lost(self):
+        """Rounds inside the block may go on without a worker the backend lost.
+
+        A protocol that takes a missing (``None``) reply in every round of the
+        block says so with it (FK k-means, RFK k-means). A backend that can drop
+        lost workers (``FlowerCluster(lost="drop")``) drops them only there, and
+        raises :class:`WorkerError` for a worker lost in any other round.
+        """
+        self._tolerant = getattr(self, "_tolerant", 0) + 1
+        try:
+            yield self
+        finally:
+            self._tolerant -= 1
 
     def add_listener(self, listener) -> None:
         """Call ``listener(round, phase, seconds)`` after every round."""

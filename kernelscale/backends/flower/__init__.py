@@ -3,8 +3,9 @@
 ``cluster``: the cluster (the master's side); ``app``: the ServerApp (a relay) and
 the ClientApp (the worker); ``secagg``: summed rounds through SecAgg+; ``wire``:
 what both sides share (message names, records); ``local``: a federation on one
-machine (:class:`LocalFederation`); ``supernode``: the SuperNode launcher with a
-short idle wait. Needs ``kernelscale[flower]``; nothing here imports Flower until
+machine (:class:`LocalFederation`); ``supernode``: the SuperNode launcher (process
+isolation, short waits); ``executor``: the long-lived ClientApp process beside
+each node. Needs ``kernelscale[flower]``; nothing here imports Flower until
 it is used.
 """
 

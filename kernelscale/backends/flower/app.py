@@ -41,17 +41,15 @@ from flwr.serverapp import Grid, ServerApp
 from kernelscale.backends.flower.node import hello, run_step
 from kernelscale.backends.flower.wire import (
     HEADER,
+    LOST_CODES,
+    NODE_CHECK_SECONDS,
+    OBJECT_BACKOFF_SECONDS,
     POLL_SECONDS,
     from_bytes,
     put_payload,
     send,
     to_bytes,
 )
-
-NODE_CHECK_SECONDS = 1.0
-# Flower's error codes for a node or message that is gone (flwr.common.constant.ErrorCode).
-LOST_CODES = (3, 4, 5, 8)  # message unavailable, reply unavailable, node unavailable, crashed
-
 
 # ----------------------------------------------------------------- the worker (ClientApp)
 
@@ -91,6 +89,7 @@ server_app = ServerApp()
 @server_app.main()
 def relay(grid: Grid, context: Context) -> None:
     """Serve the FlowerCluster that started this run until it closes the connection."""
+    _short_object_waits()
     config = context.run_config
     host, _, port = str(config["kernelscale-relay"]).rpartition(":")
     with open(str(config["kernelscale-key-file"]), "rb") as f:
@@ -126,6 +125,25 @@ def relay(grid: Grid, context: Context) -> None:
         connection.close()
 
 
+def _short_object_waits() -> None:
+    """Let the Grid wait 10 ms, not Flower's 1 s, for a reply whose content is on its way.
+
+    The SuperLink lists a reply as soon as the node announced it, before its
+    objects arrive; ``HttpGrid.pull_messages`` then waits 1 s, 2 s... between
+    tries (``PULL_INITIAL_BACKOFF``). Every round paid a second for it.
+    """
+    from functools import partial
+
+    try:
+        from flwr.supercore.inflatable.inflatable_utils import pull_objects
+        from flwr.superlink.grid import http_grid
+    except ImportError:  # another Flower layout: its own waits
+        return
+    if getattr(http_grid, "pull_objects", None) is pull_objects:
+        first, cap = OBJECT_BACKOFF_SECONDS
+        http_grid.pull_objects = partial(pull_objects, initial_backoff=first, backoff_cap=cap)
+
+
 def relay_round(grid: Grid, connection, request: dict, blobs: list[bytes]) -> None:
     """Push one message per node, stream every reply (or loss) back, then ``done``.
 
@@ -145,13 +163,16 @@ def relay_round(grid: Grid, connection, request: dict, blobs: list[bytes]) -> No
         if not mid:
             send(connection, {"event": "lost", "index": i, "reason": "the SuperLink refused "
                                "the message"})
+    need = int(request.get("need") or len(messages))  # replies that end the round early
+    answered = 0
     deadline = time.monotonic() + timeout
     next_check = time.monotonic() + NODE_CHECK_SECONDS
-    while pending and time.monotonic() < deadline:
+    while pending and answered < need and time.monotonic() < deadline:
         for reply in grid.pull_messages(list(pending)):
             i = pending.pop(reply.metadata.reply_to_message_id, None)
             if i is None:
                 continue
+            answered += 1
             if reply.has_error():
                 code, reason = int(reply.error.code), str(reply.error.reason)
                 event = "lost" if code in LOST_CODES else "error"
@@ -165,8 +186,23 @@ def relay_round(grid: Grid, connection, request: dict, blobs: list[bytes]) -> No
                     del pending[mid]
                     send(connection, {"event": "lost", "index": i,
                                        "reason": "the node left the federation"})
+            if request.get("grow"):  # the same message to the nodes that joined meanwhile
+                asked = {m.metadata.dst_node_id for m in messages}
+                for node in sorted(alive - asked):
+                    message = Message(from_bytes(blobs[0]), dst_node_id=int(node),
+                                      message_type=messages[0].metadata.message_type,
+                                      group_id=str(request["round"]), ttl=timeout + 60.0)
+                    mid = next(iter(grid.push_messages([message])), None)
+                    messages.append(message)
+                    send(connection, {"event": "joined", "index": len(messages) - 1,
+                                      "node": int(node)})
+                    if mid:
+                        pending[mid] = len(messages) - 1
+                    else:
+                        send(connection, {"event": "lost", "index": len(messages) - 1,
+                                          "reason": "the SuperLink refused the message"})
             next_check = time.monotonic() + NODE_CHECK_SECONDS
-        if pending:
+        if pending and answered < need:
             time.sleep(POLL_SECONDS)
     send(connection, {"event": "done", "missing": sorted(pending.values())})
 

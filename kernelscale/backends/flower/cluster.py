@@ -30,11 +30,14 @@ about a minute with Flower's 30 s heartbeat), or by the round's ``timeout``,
 whichever comes first. With ``lost="error"`` (the default) the round raises one
 :class:`~kernelscale.runtime.WorkerError` naming the worker, its node and the
 round. With ``lost="drop"`` the node is dropped for the rest of the fit as the
-estimators' ``dropout=`` drops a client: it answers ``None`` from then on, and a
-summed round (``reduce="sum"``) is rescaled by ``N / N_answered`` (rows of all
-partitions over rows of those that answered, known from the validation round),
-the ratio estimate of a sum over rows. Outside the ``fit`` phase (labels,
-evaluation), a lost node still raises.
+estimators' ``dropout=`` drops a client, inside the rounds of a protocol that
+says it can go on without one (:meth:`~kernelscale.runtime.Cluster.tolerating_lost`:
+FK and RFK k-means): a :class:`~kernelscale.runtime.LostWorkerWarning` names it
+and the round, it answers ``None`` from then on, and a summed round
+(``reduce="sum"``, in the clear or through SecAgg+) is rescaled by
+``N / N_answered`` (rows of all partitions over rows of those that answered,
+known from the validation round), the ratio estimate of a sum over rows. A node
+lost in any other round (the validation, disKPCA, the vertical KPCA) raises.
 """
 
 from __future__ import annotations
@@ -49,12 +52,13 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from multiprocessing.connection import Listener
 from pathlib import Path
 
 import numpy as np
 
-from kernelscale.runtime.cluster import Cluster, WorkerError
+from kernelscale.runtime.cluster import Cluster, LostWorkerWarning, WorkerError
 from kernelscale.runtime.ledger import DOWN, UP, Message, Tagged
 from kernelscale.runtime.steps import step_name
 from kernelscale.runtime.validation import describe_partition
@@ -149,7 +153,13 @@ class FlowerCluster(Cluster):
     secure_views : dict
         ``{round: {worker: [masked arrays]}}`` of the last secure round of each
         name: what the server received (for checks that nothing is readable).
+    show_progress : bool
+        True: a round takes a message through the SuperLink and back, so the
+        estimators show a progress bar in an interactive terminal even at
+        ``verbose=0`` (:mod:`kernelscale.progress`).
     """
+
+    show_progress = True
 
     def __init__(self, superlink: str, n_workers: int, *, data_key: str = "partition-path",
                  timeout: float = 600.0, lost: str = "error", start_timeout: float = 180.0,
@@ -247,7 +257,12 @@ class FlowerCluster(Cluster):
         return path.read_text(errors="replace")[-2000:] if path.exists() else ""
 
     def _find_nodes(self, deadline: float) -> None:
-        """Wait for ``n_workers`` SuperNodes, then map partition ids to node ids (hello)."""
+        """Wait for ``n_workers`` SuperNodes, then map partition ids to node ids (hello).
+
+        A node killed recently is still listed until its heartbeat is overdue, so
+        the hello ends as soon as ``n_workers`` nodes answered, and goes also to the
+        nodes that join while it waits (a node started again).
+        """
         while True:
             nodes = sorted(self._request({"op": "nodes"})["nodes"])
             if len(nodes) >= self.n_workers:
@@ -258,13 +273,15 @@ class FlowerCluster(Cluster):
             time.sleep(0.2)
         hello = self._records({"op": "hello", "data-key": self.data_key})
         events = self._round("hello", [(n, hello) for n in nodes],
-                             max(1.0, deadline - time.monotonic()))
+                             max(1.0, deadline - time.monotonic()), need=self.n_workers,
+                             joined=nodes)
         by_partition: dict[int, int] = {}
         for index, (event, content) in events.items():
-            if event != "reply" or "error" in content["kernelscale"]:
-                reason = content if event != "reply" else content["kernelscale"]["error"]
-                raise RuntimeError(f"SuperNode {nodes[index]} did not say hello: {reason}")
-            by_partition[int(content["kernelscale"]["partition-id"])] = nodes[index]
+            if event == "reply" and "error" in content["kernelscale"]:
+                raise RuntimeError(f"SuperNode {nodes[index]} did not say hello: "
+                                   f"{content['kernelscale']['error']}")
+            if event == "reply":
+                by_partition[int(content["kernelscale"]["partition-id"])] = nodes[index]
         missing = [i for i in range(self.n_workers) if i not in by_partition]
         if missing:
             raise ValueError(
@@ -308,11 +325,17 @@ class FlowerCluster(Cluster):
             put_payload(content, "args", args)
         return content
 
-    def _round(self, round: str, messages: list, timeout: float) -> dict:
-        """Relay one round: ``{index: ("reply", RecordDict) | ("lost"|"error", reason)}``."""
+    def _round(self, round: str, messages: list, timeout: float, need: int = 0,
+               joined: list | None = None) -> dict:
+        """Relay one round: ``{index: ("reply", RecordDict) | ("lost"|"error", reason)}``.
+
+        With ``joined`` (the list of the messages' nodes) the relay also sends the
+        first message to nodes that join during the round, appended to ``joined``.
+        """
         from kernelscale.backends.flower.wire import QUERY, from_bytes, to_bytes
 
-        header = {"op": "round", "round": round, "timeout": timeout,
+        header = {"op": "round", "round": round, "timeout": timeout, "need": need,
+                  "grow": joined is not None,
                   "messages": [[int(node), QUERY] for node, _ in messages]}
         self._check_open()
         self._connection.send_bytes(json.dumps(header).encode())
@@ -326,7 +349,9 @@ class FlowerCluster(Cluster):
                 for index in event["missing"]:
                     events[index] = ("lost", f"no reply within the round timeout ({timeout:g} s)")
                 return events
-            if kind == "reply":
+            if kind == "joined":
+                joined.append(int(event["node"]))
+            elif kind == "reply":
                 events[event["index"]] = ("reply", from_bytes(self._connection.recv_bytes()))
             else:
                 events[event["index"]] = (kind, event["reason"])
@@ -357,11 +382,14 @@ class FlowerCluster(Cluster):
             result = _scale(result, self._rescale())
         return result
 
-    def _rescale(self) -> float:
-        """``N / N_answered``: rows of all partitions over rows of those still answering."""
+    def _rescale(self, answered=None) -> float:
+        """``N / N_answered``: rows of all partitions over rows of those that answered
+        (default: those not lost)."""
+        if answered is None:
+            answered = [w for w in range(self.n_workers) if w not in self.lost_workers]
+        answered = sorted(answered)
         if self._rows is None:
-            return self.n_workers / (self.n_workers - len(self.lost_workers))
-        answered = [w for w in range(self.n_workers) if w not in self.lost_workers]
+            return self.n_workers / len(answered)
         return float(self._rows.sum() / self._rows[answered].sum())
 
     def reset(self) -> None:
@@ -396,21 +424,37 @@ class FlowerCluster(Cluster):
         if failures:
             worker = min(failures)
             raise WorkerError(worker, round, f"node {self.node_ids[worker]}: {failures[worker]}")
-        if lost and (self.lost == "error" or self.current_phase != "fit"):
+        if lost and (self.lost == "error" or not self.tolerates_lost):
             worker = min(lost)
-            raise WorkerError(worker, round,
-                              f"node {self.node_ids[worker]} lost: {lost[worker]}")
-        self.lost_workers.update(lost)
-        if self.lost_workers and self.current_phase != "fit":
+            raise WorkerError(worker, round, f"node {self.node_ids[worker]} lost: "
+                              f"{lost[worker]}{self._no_drop_here()}")
+        if self.lost_workers and not self.tolerates_lost:
             worker = min(self.lost_workers)
             raise WorkerError(worker, round, f"node {self.node_ids[worker]} was lost earlier "
-                              "in the fit")
+                              f"in the fit{self._no_drop_here()}")
+        for worker in sorted(lost):
+            self._drop(worker, round, lost[worker])
         if step is describe_partition or name.endswith(":describe_block"):
             self._rows = np.array([replies[w][0][0] if w in replies else 0
                                    for w in range(self.n_workers)], dtype=float)
         for worker in range(self.n_workers):
             reply, seconds = replies.get(worker, (None, 0.0))
             deliver(worker, reply, seconds)
+
+    def _no_drop_here(self) -> str:
+        if self.lost != "drop":
+            return ""
+        return ("; lost='drop' cannot leave it out here: this round needs every client's "
+                "reply (FK k-means and RFK k-means go on without a lost client, from their "
+                "first round after the validation)")
+
+    def _drop(self, worker: int, round: str, reason: str) -> None:
+        """Go on without ``worker`` (``lost="drop"``): it answers ``None`` from now on."""
+        self.lost_workers.add(worker)
+        warnings.warn(LostWorkerWarning(
+            f"worker {worker} (Flower node {self.node_ids[worker]}) was lost in round "
+            f"{round!r} ({reason}); the fit goes on without its rows (lost='drop'), and "
+            "its rows get the label -1 where labels are collected"), stacklevel=4)
 
     def _secure_round(self, step, per_worker_args, round, kind):
         """A summed round through SecAgg+: counts, times and returns only the sum."""
@@ -421,21 +465,30 @@ class FlowerCluster(Cluster):
         if len(per_worker_args) != self.n_workers:
             raise ValueError(f"scatter_map got {len(per_worker_args)} argument tuples "
                              f"for {self.n_workers} workers.")
-        if self.lost_workers:
-            raise WorkerError(min(self.lost_workers), round, "a secure sum needs every client")
+        live = [w for w in range(self.n_workers) if w not in self.lost_workers]
+        if self.lost_workers and not self.tolerates_lost:
+            worker = min(self.lost_workers)
+            raise WorkerError(worker, round, f"node {self.node_ids[worker]} was lost earlier "
+                              f"in the fit{self._no_drop_here()}")
+        if len(live) < 2:
+            worker = min(self.lost_workers)
+            raise WorkerError(worker, round, f"a secure sum needs at least two clients and "
+                              f"only {len(live)} is left: node {self.node_ids[worker]} was lost "
+                              "earlier in the fit")
         start = time.perf_counter()
         master_seconds = start - self._idle_since
-        for worker, args in enumerate(per_worker_args):
-            for arg in args:
+        for worker in live:
+            for arg in per_worker_args[worker]:
                 self.ledger.record(round, self._phase, DOWN, kind, worker, arg)
         contents = [self._records(
             {"op": "step", "step": name, "round": round, "epoch": self._epoch, "worker": w,
              "data-key": self.data_key, "secure-range": self.secure_range},
-            tuple(per_worker_args[w])) for w in range(self.n_workers)]
+            tuple(per_worker_args[w])) for w in live]
+        threshold = max(2, round_half(self.secure_threshold * len(live)))
         header = {"op": "secure_sum", "round": round, "timeout": self.timeout,
                   "secure_range": self.secure_range, "secure_levels": self.secure_levels,
-                  "threshold": max(2, round_half(self.secure_threshold * self.n_workers)),
-                  "messages": [[int(n), "train"] for n in self.node_ids]}
+                  "threshold": threshold,
+                  "messages": [[int(self.node_ids[w]), "train"] for w in live]}
         try:
             reply = self._request(header, [to_bytes(c) for c in contents])
             worker_of = {node: w for w, node in enumerate(self.node_ids)}
@@ -447,12 +500,37 @@ class FlowerCluster(Cluster):
         finally:
             self._idle_since = time.perf_counter()
         self.secure_views[round] = view
-        missing = [w for w, node in enumerate(self.node_ids) if node not in reply["answered"]]
-        if missing or reply["tree"] is None:
-            worker = min(missing) if missing else 0
-            raise WorkerError(worker, round, "the secure sum failed: node "
-                              f"{self.node_ids[worker]} did not complete SecAgg+ "
+        lost = {worker_of[int(n)]: f"at SecAgg+ stage '{stage}': {why}"
+                for n, (stage, why) in reply["lost"].items()}
+        errors = {worker_of[int(n)]: f"at SecAgg+ stage '{stage}': {why}"
+                  for n, (stage, why) in reply["errors"].items()}
+        if lost and (self.lost == "error" or not self.tolerates_lost
+                     or reply["tree"] is None or errors):
+            worker = min(lost)
+            left = len(live) - len(lost)
+            why = ""
+            if left < threshold:
+                why = (f"; SecAgg+ cannot finish without it: its reconstruction threshold "
+                       f"needs {threshold} of the {len(live)} clients and {left} are left")
+            elif not self.tolerates_lost:
+                why = self._no_drop_here()
+            elif errors:
+                other = min(errors)
+                why = f"; then node {self.node_ids[other]} failed {errors[other]}"
+            raise WorkerError(worker, round, f"the secure sum failed: node "
+                              f"{self.node_ids[worker]} was lost {lost[worker]}{why}")
+        if errors:
+            worker = min(errors)
+            raise WorkerError(worker, round, f"the secure sum failed: node "
+                              f"{self.node_ids[worker]} failed {errors[worker]}")
+        answered = {worker_of[int(n)] for n in reply["answered"]}
+        if reply["tree"] is None or not answered:
+            missing = sorted(set(live) - answered) or live
+            raise WorkerError(missing[0], round, "the secure sum failed: node "
+                              f"{self.node_ids[missing[0]]} did not complete SecAgg+ "
                               f"({'; '.join(reply['failures']) or 'no reply'})")
+        for worker in sorted(lost):
+            self._drop(worker, round, lost[worker])
         for stage, node, direction, kind_, words, nbytes in reply["transcript"]:
             # the masked uploads under the round, SecAgg+'s own messages under its stages
             name = round if kind_ == "secure_sum" else f"{round} (SecAgg+ {stage})"
@@ -465,7 +543,10 @@ class FlowerCluster(Cluster):
         self.ledger.record_time(round, self._phase, master_seconds, seconds, worker_seconds)
         for listener in self._listeners:
             listener(round, self._phase, seconds)
-        return codec.decode(reply["tree"], sums)
+        total = codec.decode(reply["tree"], sums)
+        if len(answered) < self.n_workers:  # a ratio estimate, as in the clear rounds
+            total = _scale(total, self._rescale(answered))
+        return total
 
     # ------------------------------------------------------------------ shutdown
     def close(self) -> None:

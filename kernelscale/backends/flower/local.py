@@ -65,14 +65,18 @@ class LocalFederation:
         Where the logs and each process's ``FLWR_HOME`` go (default: a new
         temporary folder).
     task_poll_interval : float, default=0.1
-        ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL``: how often each process's
-        SuperExec asks for work to launch (Flower's default is 1 s).
-    node_idle_seconds : float or None, default=0.1
-        The SuperNodes' wait after a poll that found no message. Flower 1.41
-        fixes it at 3 s, which makes every round of a protocol take 3-7 s; with
-        a number the nodes run through
-        :mod:`kernelscale.backends.flower.supernode`, the same SuperNode with only
-        that wait shortened. ``None`` runs the stock ``flower-supernode``.
+        ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL``: how often the SuperLink's
+        SuperExec asks for work to launch (the ServerApp; Flower's default is 1 s).
+    node_idle_seconds : float or None, default=0.02
+        The SuperNodes' waits (Flower 1.42 sleeps 3 s after a poll that found no
+        message, 0.5 s at a time while the ClientApp works). With a number the
+        nodes run through :mod:`kernelscale.backends.flower.supernode`: the same
+        SuperNode with those waits shortened and one long-lived ClientApp
+        process (:mod:`~kernelscale.backends.flower.executor`) instead of one
+        process per message. ``None`` runs the stock ``flower-supernode``.
+    process_per_message : bool, default=False
+        With ``node_idle_seconds``: keep Flower's ClientApp process per message
+        (``--isolation subprocess``), only the waits shortened (for comparisons).
 
     Attributes
     ----------
@@ -82,7 +86,8 @@ class LocalFederation:
     """
 
     def __init__(self, node_configs: Sequence[Mapping], workdir=None,
-                 task_poll_interval: float = 0.1, node_idle_seconds: float | None = 0.1):
+                 task_poll_interval: float = 0.1, node_idle_seconds: float | None = 0.02,
+                 process_per_message: bool = False):
         self.node_configs = [dict(c) for c in node_configs]
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="kernelscale-federation-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -91,10 +96,14 @@ class LocalFederation:
         root = str(Path(kernelscale.__file__).resolve().parents[1])
         path = os.environ.get("PYTHONPATH", "")
         self.env = flower_env()
+        # Flower starts its helpers by name (flower-superexec, flwr-clientapp,
+        # flwr-serverapp): the ones beside this Python, not a version manager's shims.
+        self.env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + self.env.get("PATH", "")
         # Every process imports this kernelscale (the app's components live in it).
         self.env["PYTHONPATH"] = root + (os.pathsep + path if path else "")
         self.env["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] = str(task_poll_interval)
         self.node_idle_seconds = node_idle_seconds
+        self.process_per_message = bool(process_per_message)
         if node_idle_seconds is not None:
             self.env[IDLE_ENV] = str(float(node_idle_seconds))
         self.port = free_port()
@@ -102,13 +111,14 @@ class LocalFederation:
         self.superlink: subprocess.Popen | None = None
         self.nodes: list[subprocess.Popen] = []
         self.commands: list[list[str]] = []
+        self._node_args: list[list[str]] = []
 
     def _spawn(self, args: list[str], name: str) -> subprocess.Popen:
         home = self.workdir / f"home-{name}"
         home.mkdir(exist_ok=True)
         env = dict(self.env, FLWR_HOME=str(home))
         self.commands.append(args)
-        with open(self.workdir / f"{name}.log", "wb") as log:
+        with open(self.workdir / f"{name}.log", "ab") as log:
             return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL)
 
@@ -122,10 +132,12 @@ class LocalFederation:
             for i, config in enumerate(self.node_configs):
                 launcher = ([_command("flower-supernode")] if self.node_idle_seconds is None
                             else [sys.executable, "-m", "kernelscale.backends.flower.supernode"])
-                self.nodes.append(self._spawn(
+                if self.node_idle_seconds is not None and self.process_per_message:
+                    launcher += ["--isolation", "subprocess"]
+                self._node_args.append(
                     [*launcher, "--insecure", "--superlink", self.address,
-                     "--port", str(free_port()), "--node-config", node_config_text(config)],
-                    f"supernode-{i}"))
+                     "--port", str(free_port()), "--node-config", node_config_text(config)])
+                self.nodes.append(self._spawn(self._node_args[i], f"supernode-{i}"))
         except BaseException:
             self.stop()
             raise
@@ -160,6 +172,16 @@ class LocalFederation:
             process.send_signal(sig)
         process.wait(30)
         _end(children)
+
+    def restart_node(self, index: int) -> None:
+        """Start SuperNode ``index`` again (after :meth:`stop_node`), with the same
+        config and a new Runtime API port; the SuperLink gives it a new node id."""
+        if self.nodes[index].poll() is None:
+            raise RuntimeError(f"SuperNode {index} is running; stop it first.")
+        args = list(self._node_args[index])
+        args[args.index("--port") + 1] = str(free_port())
+        self._node_args[index] = args
+        self.nodes[index] = self._spawn(args, f"supernode-{index}")
 
     def stop(self) -> None:
         """Stop every process this federation started (and their children)."""

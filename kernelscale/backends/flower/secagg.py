@@ -50,7 +50,15 @@ from flwr.server.workflow import SecAggPlusWorkflow
 from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD
 
 from kernelscale.backends.flower.node import run_step
-from kernelscale.backends.flower.wire import HEADER, POLL_SECONDS, from_bytes, send, to_npy
+from kernelscale.backends.flower.wire import (
+    HEADER,
+    LOST_CODES,
+    NODE_CHECK_SECONDS,
+    POLL_SECONDS,
+    from_bytes,
+    send,
+    to_npy,
+)
 from kernelscale.runtime import codec
 
 SECURE = "kernelscale"  # the FitIns config key holding our message
@@ -125,12 +133,16 @@ class _SumStrategy(Strategy):
 
 
 class _WatchedGrid:
-    """The Grid as SecAgg+ uses it, polling fast, recording every message's size."""
+    """The Grid as SecAgg+ uses it: polling fast, recording every message's size, and
+    which node was lost (no reply within the timeout, gone from the Grid, or
+    reported gone by Flower) or failed, at which stage."""
 
     def __init__(self, grid):
         self.grid = grid
         self.transcript: list = []  # [stage, node, direction, kind, words, bytes]
         self.masked: dict[int, list[np.ndarray]] = {}
+        self.lost: dict[int, list] = {}  # node -> [stage, reason]
+        self.errors: dict[int, list] = {}  # node -> [stage, reason]
         self.stage = 0
 
     def __getattr__(self, name):
@@ -144,17 +156,39 @@ class _WatchedGrid:
             words, nbytes = _secagg_size(m.content)
             self.transcript.append([stage, m.metadata.dst_node_id, "down", "secagg", words,
                                     nbytes])
-        ids = set(self.grid.push_messages(messages)) - {None, ""}
-        deadline = time.monotonic() + (timeout if timeout is not None else 600.0)
+        ids = list(self.grid.push_messages(messages))
+        pending = {mid: m.metadata.dst_node_id for mid, m in zip(ids, messages, strict=True)
+                   if mid}
+        for mid, m in zip(ids, messages, strict=True):
+            if not mid:
+                self.lost[m.metadata.dst_node_id] = [stage, "the SuperLink refused the message"]
+        timeout = timeout if timeout is not None else 600.0
+        deadline = time.monotonic() + timeout
+        next_check = time.monotonic() + NODE_CHECK_SECONDS
         replies = []
-        while ids and time.monotonic() < deadline:
-            for reply in self.grid.pull_messages(list(ids)):
-                ids.discard(reply.metadata.reply_to_message_id)
+        while pending and time.monotonic() < deadline:
+            for reply in self.grid.pull_messages(list(pending)):
+                node = pending.pop(reply.metadata.reply_to_message_id, None)
+                if node is None:
+                    continue
                 replies.append(reply)
                 if not reply.has_error():
                     self._record_reply(stage, reply)
-            if ids:
+                elif int(reply.error.code) in LOST_CODES:
+                    self.lost[node] = [stage, str(reply.error.reason)]
+                else:
+                    self.errors[node] = [stage, str(reply.error.reason)]
+            if pending and time.monotonic() > next_check:
+                alive = set(self.grid.get_node_ids())
+                for mid, node in list(pending.items()):
+                    if node not in alive:
+                        del pending[mid]
+                        self.lost[node] = [stage, "the node left the federation"]
+                next_check = time.monotonic() + NODE_CHECK_SECONDS
+            if pending:
                 time.sleep(POLL_SECONDS)
+        for node in pending.values():
+            self.lost[node] = [stage, f"no reply within the round timeout ({timeout:g} s)"]
         return replies
 
     def _record_reply(self, stage: str, reply) -> None:
@@ -188,8 +222,42 @@ def _secagg_size(content: RecordDict) -> tuple[int, int]:
     return max(count, math.ceil(nbytes / 8)), nbytes
 
 
+class _DropTolerantSecAggPlus(SecAggPlusWorkflow):
+    """Flower's SecAgg+ workflow, made to survive a client lost before its key shares went out.
+
+    Flower 1.42's ``unmask_stage`` calls every sampled client that is no longer
+    active "dead" and asks the others for its secret-key share. A client lost
+    during the setup or share-keys stage never sent shares, so the surviving
+    clients fail with ``KeyError`` in ``secaggplus_mod`` (``sk1_share_dict``) and
+    the server could not rebuild its key anyway; yet no pairwise mask with it was
+    ever added (a client masks only with those whose shares it received). So
+    before the unmask stage the dead clients are only those that shared keys and
+    then were lost, and a dead client's masks are removed only with the clients
+    whose masked vectors are in the sum.
+    """
+
+    def share_keys_stage(self, grid, context, state) -> bool:
+        ok = super().share_keys_stage(grid, context, state)
+        state.keyed_node_ids = set(state.active_node_ids)
+        return ok
+
+    def unmask_stage(self, grid, context, state) -> bool:
+        keyed, active = state.keyed_node_ids, set(state.active_node_ids)
+        state.sampled_node_ids = keyed
+        state.nid_to_neighbours = {
+            nid: (neighbours & keyed) if nid in active else (neighbours & active) | {nid}
+            for nid, neighbours in state.nid_to_neighbours.items() if nid in keyed}
+        return super().unmask_stage(grid, context, state)
+
+
 def relay_secure_sum(grid, connection, request: dict, blobs: list[bytes]) -> None:
-    """Run one secure round for the FlowerCluster and send back the sum and the transcript."""
+    """Run one secure round for the FlowerCluster and send back the sum and the transcript.
+
+    The header says which nodes answered (their masked vectors are in the sum),
+    which were lost and which failed (``{node: [stage, reason]}``); ``tree`` is
+    ``None`` when SecAgg+ could not finish (too few clients left for its
+    reconstruction threshold, or a client failed).
+    """
     nodes = [int(node) for node, _ in request["messages"]]
     fitins = {node: FitIns(Parameters([], ""), {SECURE: blob})
               for node, blob in zip(nodes, blobs, strict=True)}
@@ -199,8 +267,8 @@ def relay_secure_sum(grid, connection, request: dict, blobs: list[bytes]) -> Non
                                     state=RecordDict(), run_config={}), strategy=strategy)
     context.state[MAIN_CONFIGS_RECORD] = ConfigRecord({"current_round": 1})
     context.state[MAIN_PARAMS_RECORD] = ArrayRecord()
-    SecAggPlusWorkflow(
-        num_shares=len(nodes), reconstruction_threshold=int(request["threshold"]),
+    _DropTolerantSecAggPlus(
+        num_shares=1.0, reconstruction_threshold=int(request["threshold"]),
         max_weight=1.0, clipping_range=float(request["secure_range"]),
         quantization_range=int(request["secure_levels"]), modulus_range=2**32,
         timeout=float(request["timeout"]),
@@ -208,12 +276,14 @@ def relay_secure_sum(grid, connection, request: dict, blobs: list[bytes]) -> Non
     answered = {proxy.node_id: res for proxy, res in strategy.results}
     trees = {res.metrics["tree"] for res in answered.values()}
     header = {"event": "secure", "answered": sorted(answered),
+              "lost": {str(n): v for n, v in watched.lost.items()},
+              "errors": {str(n): v for n, v in watched.errors.items()},
               "failures": [str(f) for f in strategy.failures],
               "seconds": {str(n): float(r.metrics["seconds"]) for n, r in answered.items()},
               "transcript": watched.transcript, "tree": None, "n_sum": 0,
               "masked": {str(n): len(v) for n, v in watched.masked.items()}}
     blobs_out: list[bytes] = []
-    if len(answered) == len(nodes) and len(trees) == 1:
+    if answered and len(trees) == 1 and not watched.errors:
         mean = parameters_to_ndarrays(next(iter(answered.values())).parameters)
         header["tree"], header["n_sum"] = trees.pop(), len(mean)
         blobs_out += [to_npy(a * len(answered)) for a in mean]

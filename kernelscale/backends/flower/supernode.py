@@ -1,31 +1,47 @@
-"""``flower-supernode`` with a shorter idle wait, for a federation on one machine.
+"""``flower-supernode`` with a long-lived ClientApp process and short waits.
 
-Flower 1.41's SuperNode sleeps a fixed 3 s whenever a poll of the SuperLink
-finds no message (``flwr/supernode/start_client_internal.py``). In a protocol
-of many short rounds that wait comes twice per round (before the node pulls the
-round's message, and before it pushes the reply, which is not ready at the
-pull), so a round of milliseconds of work takes 3-7 s. This launcher runs the
-same SuperNode, with the same arguments, and only that idle wait shortened to
-``KERNELSCALE_SUPERNODE_IDLE_SECONDS`` (default 0.1 s).
+Where a round's time goes with the stock ``flower-supernode`` (Flower 1.42; the
+measurements are in ``benchmarks/results/flower_rounds/``):
+
+* every message starts a fresh ``flwr-clientapp`` process (Python, about 1.8 s
+  of flwr imports, the app bundle unpacked, the ClientApp loaded), launched by
+  the node's SuperExec, which looks for work every second;
+* the SuperNode's loop sleeps a fixed 3 s whenever a poll of the SuperLink
+  finds no message (``flwr/supernode/start_client_internal.py``), and 0.5 s at
+  a time while it waits for the ClientApp's reply;
+* a message is handed out before its content arrives, and the node then waits
+  1 s before it asks for the content again (``PULL_INITIAL_BACKOFF``).
+
+This launcher runs the same SuperNode, with the same arguments, but in Flower's
+process isolation mode (``--isolation process``) with one long-lived
+:mod:`~kernelscale.backends.flower.executor` process beside it (started here,
+it exits with the node), with the node's waits shortened to
+``KERNELSCALE_SUPERNODE_IDLE_SECONDS`` (default 0.02 s), and a first wait of
+10 ms for a message's content.
 :class:`~kernelscale.backends.flower.local.LocalFederation` starts its nodes
-through it (tests, demos); a real deployment runs ``flower-supernode`` itself::
+through it, and a deployment may too::
 
-    python -m kernelscale.backends.flower.supernode --insecure --superlink 127.0.0.1:9093 ...
+    python -m kernelscale.backends.flower.supernode --insecure --superlink 10.0.0.5:9093 \\
+        --port 9094 --node-config 'partition-id=0 partition-path="/data/p0.npy"'
+
+``--isolation subprocess`` given explicitly keeps Flower's process per message.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 import warnings
 
 IDLE_ENV = "KERNELSCALE_SUPERNODE_IDLE_SECONDS"
-FLOWER_IDLE_SECONDS = 3  # the fixed wait of Flower 1.41
+DEFAULT_IDLE_SECONDS = 0.02
+FLOWER_WAITS = (3, 0.5)  # the fixed waits of Flower 1.42's SuperNode loop
 
 
 class _ShortIdle:
-    """The ``time`` module as the SuperNode's loop sees it: its 3 s idle wait shortened."""
+    """The ``time`` module as the SuperNode's loop sees it: its fixed waits shortened."""
 
     def __init__(self, idle_seconds: float, clock=time):
         self.idle_seconds = idle_seconds
@@ -35,20 +51,74 @@ class _ShortIdle:
         return getattr(self._clock, name)
 
     def sleep(self, seconds: float) -> None:
-        self._clock.sleep(self.idle_seconds if seconds == FLOWER_IDLE_SECONDS else seconds)
+        self._clock.sleep(self.idle_seconds if seconds in FLOWER_WAITS else seconds)
+
+
+def _option(argv: list[str], name: str, default: str) -> str:
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return default
+
+
+def _short_object_waits(module) -> None:
+    """The node waits 10 ms, not Flower's 1 s, for a message whose content is on its way.
+
+    The SuperLink hands a message to the node as soon as the ServerApp announced
+    it, before its objects arrive; the node's ``pull_objects`` then waits 1 s,
+    2 s... between tries (``PULL_INITIAL_BACKOFF``).
+    """
+    from functools import partial
+
+    from flwr.supercore.inflatable.inflatable_utils import pull_objects
+
+    from kernelscale.backends.flower.wire import OBJECT_BACKOFF_SECONDS
+
+    if getattr(module, "pull_objects", None) is pull_objects:
+        first, cap = OBJECT_BACKOFF_SECONDS
+        module.pull_objects = partial(pull_objects, initial_backoff=first, backoff_cap=cap)
+
+
+def _executor_supported() -> bool:
+    """Does this Flower have the Runtime API that the long-lived ClientApp uses?"""
+    try:
+        from flwr.proto.runtime_pb2 import AcquireTaskRequest  # noqa: F401
+        from flwr.supercore.runtime import RuntimeHttpClient  # noqa: F401
+        from flwr.supernode.runtime.run_clientapp import push_message  # noqa: F401
+    except ImportError:
+        warnings.warn("This Flower version has no Runtime API for a long-lived ClientApp; "
+                      "the SuperNode starts a ClientApp process per message.",
+                      RuntimeWarning, stacklevel=2)
+        return False
+    return True
 
 
 def main() -> int:
+    from flwr.supercore.constant import SUPERNODE_UVICORN_DEFAULT_PORT, UVICORN_DEFAULT_HOST
     from flwr.supernode import start_client_internal
     from flwr.supernode.cli import flower_supernode
 
-    idle = float(os.environ.get(IDLE_ENV, "0.1"))
+    idle = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_SECONDS))
+    _short_object_waits(start_client_internal)
     if getattr(start_client_internal, "time", None) is time:
         start_client_internal.time = _ShortIdle(idle)
     else:  # another Flower layout: run it unchanged
         warnings.warn("This Flower version's SuperNode loop is not the one this launcher "
-                      "knows; running it with its own idle wait.", RuntimeWarning, stacklevel=1)
-    sys.argv[0] = "flower-supernode"
+                      "knows; running it with its own waits.", RuntimeWarning, stacklevel=1)
+    argv = sys.argv[1:]
+    if _option(argv, "--isolation", "") == "" and _executor_supported():
+        host = _option(argv, "--host", UVICORN_DEFAULT_HOST)
+        port = _option(argv, "--port", str(SUPERNODE_UVICORN_DEFAULT_PORT))
+        host = f"[{host}]" if ":" in host else host
+        if host in ("0.0.0.0", "[::]"):
+            host = "127.0.0.1"
+        argv += ["--isolation", "process"]
+        subprocess.Popen([sys.executable, "-m", "kernelscale.backends.flower.executor",
+                          "--runtime-api-address", f"{host}:{port}",
+                          "--poll-seconds", str(idle), "--parent-pid", str(os.getpid())])
+    sys.argv = ["flower-supernode", *argv]
     return flower_supernode()
 
 

@@ -25,7 +25,13 @@ QUERY = "query.kernelscale"
 HEADER = "kernelscale"
 STATE = "kernelscale.state"
 DEFAULT_DATA_KEY = "partition-path"
-POLL_SECONDS = 0.05  # the relay's and SecAgg+'s wait between two pulls of the Grid
+POLL_SECONDS = 0.02  # the relay's and SecAgg+'s wait between two pulls of the Grid
+# Flower's first wait for a message object that is not stored yet is 1 s, doubling
+# (PULL_INITIAL_BACKOFF); a message is often announced before its content arrives.
+OBJECT_BACKOFF_SECONDS = (0.01, 0.5)  # our first wait, longest wait
+NODE_CHECK_SECONDS = 1.0  # how often a round asks the Grid which nodes are still there
+# Flower's error codes for a node or message that is gone (flwr.common.constant.ErrorCode).
+LOST_CODES = (3, 4, 5, 8)  # message unavailable, reply unavailable, node unavailable, crashed
 
 
 def put_payload(content: RecordDict, name: str, payload) -> None:
@@ -74,5 +80,6 @@ def from_npy(blob: bytes) -> np.ndarray:
     return np.load(io.BytesIO(blob), allow_pickle=False)
 
 
-__all__ = ["HEADER", "QUERY", "STATE", "from_bytes", "from_npy", "get_payload", "put_payload",
-           "send", "to_bytes", "to_npy"]
+__all__ = ["HEADER", "LOST_CODES", "NODE_CHECK_SECONDS", "OBJECT_BACKOFF_SECONDS",
+           "QUERY", "STATE", "from_bytes",
+           "from_npy", "get_payload", "put_payload", "send", "to_bytes", "to_npy"]
