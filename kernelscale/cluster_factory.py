@@ -145,6 +145,17 @@ def _set_n_features(estimator, n_features: int) -> None:
         del estimator.feature_names_in_
 
 
+def _validated(estimator, cluster: Cluster) -> tuple:
+    """``(cluster, info, None)`` once the workers described their partitions; closed on failure."""
+    try:
+        info = validate_cluster(cluster)
+    except BaseException:
+        cluster.close()
+        raise
+    _set_n_features(estimator, info.n_features)
+    return cluster, info, None
+
+
 def estimator_cluster(
     estimator,
     X,
@@ -197,23 +208,9 @@ def estimator_cluster(
                 f"{type(X).__name__}.")
         from kernelscale.backends.flower.cluster import flower_cluster
 
-        cluster = flower_cluster(estimator.n_workers, client, X, **options)
-        try:
-            info = validate_cluster(cluster)
-        except BaseException:
-            cluster.close()
-            raise
-        _set_n_features(estimator, info.n_features)
-        return cluster, info, None
+        return _validated(estimator, flower_cluster(estimator.n_workers, client, X, **options))
     if is_dask_array(X) or is_loader_list(X):
-        cluster = make_cluster(X, backend, client, **options)
-        try:
-            info = validate_cluster(cluster)
-        except BaseException:
-            cluster.close()
-            raise
-        _set_n_features(estimator, info.n_features)
-        return cluster, info, None
+        return _validated(estimator, make_cluster(X, backend, client, **options))
     indices = None
     if is_partition_list(X):
         parts = [check_array(p, accept_sparse="csr", dtype=FLOAT_DTYPES, ensure_min_samples=0)
