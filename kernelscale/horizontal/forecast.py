@@ -268,22 +268,28 @@ def _draw(rounds: _Rounds, name: str, count: int, point: float) -> None:
     rounds.add(name, UP, "raw_points", count * point, per_worker=False)
 
 
-def _ridge_diskpca(rounds, n_landmarks, n_leverage, messages, *, kernel, k, point, chunk_size,
-                   **options) -> None:
-    """:func:`kernelscale.horizontal.diskpca.ridge_sample`, then disLR on the last points."""
-    targets = ridge_schedule(k, n_landmarks, n_leverage)
+def _ridge_sampling(rounds, targets, *, kernel, point, chunk_size) -> int:
+    """The rounds of :func:`kernelscale.horizontal.diskpca.ridge_sample` up to ``targets[-1]``
+    points; returns how many points its last round drew (not yet sent down)."""
     _uniform_sample(rounds, "pilot sampling", targets[0], point)
     for j in range(1, len(targets)):
         name = f"ridge sampling {j}"
         settings = {"ridge": 0.0}
         if j == 1:
-            settings = {"kernel": kernel.to_dict(), "chunk_size": chunk_size, **settings}
+            settings = {"kernel": kernel.to_dict(), "chunk_size": int(chunk_size), **settings}
         sent = targets[j - 1] - (targets[j - 2] if j >= 2 else 0)
         rounds.add(f"{name}: residuals", DOWN, "raw_points", sent * point)
         rounds.add(f"{name}: residuals", DOWN, "model", count_words(settings))
         rounds.add(f"{name}: residuals", UP, "scalars", 2)
         _draw(rounds, name, targets[j] - targets[j - 1], point)
-    new = targets[-1] - (targets[-2] if len(targets) > 1 else 0)
+    return targets[-1] - (targets[-2] if len(targets) > 1 else 0)
+
+
+def _ridge_diskpca(rounds, n_landmarks, n_leverage, messages, *, kernel, k, point, chunk_size,
+                   **options) -> None:
+    """:func:`kernelscale.horizontal.diskpca.ridge_sample`, then disLR on the last points."""
+    new = _ridge_sampling(rounds, ridge_schedule(k, n_landmarks, n_leverage), kernel=kernel,
+                          point=point, chunk_size=chunk_size)
     _dislr(rounds, n_landmarks, new, messages, kernel=kernel, k=k, point=point,
            chunk_size=chunk_size, **options)
 

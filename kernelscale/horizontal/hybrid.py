@@ -262,32 +262,15 @@ def forecast_ridge_batch(n_rows, n_features: int, n_components: int, n_landmarks
                          chunk_size: int = DEFAULT_CHUNK_SIZE):
     """The words of :func:`ridge_batch` on dense rows (as the ledger counts them)."""
     from kernelscale.horizontal.diskpca import ridge_schedule
-    from kernelscale.horizontal.forecast import (
-        Forecast,
-        _as_kernel,
-        _draw,
-        _Rounds,
-        _uniform_sample,
-    )
-    from kernelscale.runtime.ledger import DOWN, UP, count_words
+    from kernelscale.horizontal.forecast import Forecast, _as_kernel, _ridge_sampling, _Rounds
+    from kernelscale.runtime.ledger import DOWN, count_words
 
     kernel = _as_kernel(kernel, n_features)
     n_y = min(int(n_landmarks), sum(n_rows))
     point, k = float(n_features), n_components
     rounds = _Rounds(len(n_rows))
-    targets = ridge_schedule(k, n_y, n_leverage)
-    _uniform_sample(rounds, "pilot sampling", targets[0], point)
-    for j in range(1, len(targets)):
-        name = f"ridge sampling {j}"
-        settings = {"ridge": 0.0}
-        if j == 1:
-            settings = {"kernel": kernel.to_dict(), "chunk_size": int(chunk_size), **settings}
-        sent = targets[j - 1] - (targets[j - 2] if j >= 2 else 0)
-        rounds.add(f"{name}: residuals", DOWN, "raw_points", sent * point)
-        rounds.add(f"{name}: residuals", DOWN, "model", count_words(settings))
-        rounds.add(f"{name}: residuals", UP, "scalars", 2)
-        _draw(rounds, name, targets[j] - targets[j - 1], point)
-    new = targets[-1] - (targets[-2] if len(targets) > 1 else 0)
+    new = _ridge_sampling(rounds, ridge_schedule(k, n_y, n_leverage), kernel=kernel,
+                          point=point, chunk_size=chunk_size)
     rounds.add("ridge + batch: landmarks and components", DOWN, "raw_points", new * point)
     rounds.add("ridge + batch: landmarks and components", DOWN, "model",
                n_y * k + (n_y if center else 0) + count_words(kernel.to_dict()))

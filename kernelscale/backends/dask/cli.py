@@ -15,13 +15,13 @@ def _positive_seconds(text: str) -> float:
     """argparse type of ``--timeout``: a finite number of seconds above 0."""
     import argparse
 
+    from kernelscale.cli_common import positive_float
+
     try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (0 < value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
-    return value
+        return positive_float(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"must be a positive number of seconds, got {text!r}") from None
 
 
 def _threads(text: str) -> int:
