@@ -186,15 +186,17 @@ def test_secure_sum_hides_every_client_and_gives_the_sum(cluster):
 
 
 # The tests below stop a SuperNode (node 2) mid-fit, each on its own FlowerCluster with a
-# short round timeout, and start it again afterwards; they run last (the module's cluster
-# knows the old node ids).
+# short round timeout (shorter still once the node is killed), and start it again
+# afterwards; they run last (the module's cluster knows the old node ids).
 
-KILL_TIMEOUT = 10.0  # how long a killed node holds a round up
+KILL_TIMEOUT = 10.0  # the round timeout until the kill
+AFTER_KILL_TIMEOUT = 5.0  # how long the killed node then holds a round up (rounds take < 1 s)
 KILLED = 2
 
 
-def _stop_at(federation, round_name: str, nth: int, sig=signal.SIGKILL):
-    """A round listener that stops SuperNode KILLED after the ``nth`` round ``round_name``."""
+def _stop_at(federation, cluster, round_name: str, nth: int, sig=signal.SIGKILL):
+    """A listener on ``cluster``'s rounds that stops SuperNode KILLED after the ``nth``
+    round ``round_name``, and shortens the round timeout that will notice it."""
     seen = []
 
     def listener(round, phase, seconds):
@@ -202,6 +204,7 @@ def _stop_at(federation, round_name: str, nth: int, sig=signal.SIGKILL):
             seen.append(round)
             if len(seen) == nth:
                 federation.stop_node(KILLED, sig)
+                cluster.timeout = AFTER_KILL_TIMEOUT
 
     return listener
 
@@ -229,7 +232,7 @@ def _fit_without_node_two(federation, cluster, round_name):
     from kernelscale.federated import FederatedKernelKMeans
     from kernelscale.runtime import LostWorkerWarning
 
-    cluster.add_listener(_stop_at(federation, round_name, 1))
+    cluster.add_listener(_stop_at(federation, cluster, round_name, 1))
     fk = FederatedKernelKMeans(2, gamma=GAMMA, random_state=3, backend="flower",
                                client=cluster, **FK)
     with pytest.warns(LostWorkerWarning, match=rf"worker {KILLED} \(Flower node \d+\) was lost "
@@ -282,13 +285,46 @@ def test_a_node_killed_mid_fit_gives_one_worker_error_naming_it(federation, kill
     WorkerError naming the killed worker and its node, also inside SecAgg+."""
     options = dict(secure_rounds="all", secure_range=SECURE_RANGE) if secure else {}
     cluster = killable(lost="error", **options)
-    cluster.add_listener(_stop_at(federation, "dspgd: lanczos step", 1))
+    cluster.add_listener(_stop_at(federation, cluster, "dspgd: lanczos step", 1))
     node = cluster.node_ids[KILLED]
     match = (rf"worker {KILLED} failed in round 'dspgd: lanczos step': "
              + (rf"the secure sum failed: node {node} was lost at SecAgg\+ stage"
                 if secure else rf"node {node} lost: (no reply within|.*Node Unavailable)"))
     with pytest.raises(WorkerError, match=match):
         fk_kmeans(cluster, 2, gamma=GAMMA, random_state=3, **FK)
+
+
+def test_a_node_that_leaves_mid_diskpca_is_dropped_and_the_fit_completes(federation, killable):
+    """lost="drop" under disKPCA: node 2 stops (SIGTERM, so no round timeout to wait; a
+    SIGKILL ends in the same drop, as the FK tests above show) after the first ridge
+    round's residuals. DistributedKernelPCA finishes on the two others, with the model and
+    the ledger of the in-process run that loses worker 2 in the same round
+    (tests/test_lost_workers.py checks those in-process runs against exact references,
+    the spectral clustering's labels among them)."""
+    from losing import LosingCluster
+
+    from kernelscale import DistributedKernelPCA
+    from kernelscale.horizontal import diskpca
+    from kernelscale.runtime import LostWorkerWarning
+
+    cluster = killable(lost="drop")
+    cluster.add_listener(_stop_at(federation, cluster, "ridge sampling 1: residuals", 1,
+                                  signal.SIGTERM))
+    local = LosingCluster(ROWS, "ridge sampling 1", victim=KILLED)
+    with pytest.warns(LostWorkerWarning):
+        expected = diskpca(local, make_kernel("rbf", gamma=0.5), 2, n_landmarks=8, center=True,
+                           random_state=4)
+    fitted = DistributedKernelPCA(2, gamma=0.5, method="diskpca", n_landmarks=8, n_workers=3,
+                                  backend="flower", client=cluster, random_state=4)
+    with pytest.warns(LostWorkerWarning, match=rf"worker {KILLED} \(Flower node \d+\) was lost "
+                                               r"in round 'ridge sampling 1'"):
+        fitted.fit(None)
+    assert fitted.lost_workers_ == [KILLED]
+    for name in ("landmarks", "coef", "eigenvalues", "center"):
+        np.testing.assert_allclose(getattr(fitted.model_, name), getattr(expected, name),
+                                   atol=TOL)
+    fit_rounds = [m for m in local.ledger.rounds() if m.phase == "fit"]
+    assert [m for m in fitted.communication_.rounds() if m.phase == "fit"] == fit_rounds
 
 
 def test_a_protocol_that_needs_every_reply_names_the_lost_node(federation, killable):

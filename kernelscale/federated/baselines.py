@@ -164,10 +164,13 @@ def distributed_spectral_clustering(
         gamma = paper_gamma(cluster)
         kernel = make_kernel("rbf", gamma=gamma)
     k = n_clusters if n_components is None else n_components
-    # Steps 1-4 of disKPCA (Algorithm 4 of 001); the workers keep Y and C.
-    model = diskpca(cluster, kernel, n_components=k, random_state=rng, **diskpca_params)
-    cluster.broadcast_map(project_step, kernel.to_dict(), round="spectral: project",
-                          kind="model")
-    km = kmeans_on_workers(cluster, n_clusters, coreset_size=coreset_size, source="embedding",
-                           point_kind="sketch", n_refine=n_refine, random_state=rng)
+    with cluster.tolerating_lost():  # a client lost from disKPCA's sampling on is left out
+        # Steps 1-4 of disKPCA (Algorithm 4 of 001); the workers keep Y and C.
+        model = diskpca(cluster, kernel, n_components=k, random_state=rng, **diskpca_params)
+        cluster.broadcast_map(project_step, kernel.to_dict(), round="spectral: project",
+                              kind="model")
+        # A lost client's rows get LOST_LABEL (their counts are the validation's).
+        km = kmeans_on_workers(cluster, n_clusters, coreset_size=coreset_size,
+                               source="embedding", point_kind="sketch", n_refine=n_refine,
+                               random_state=rng, n_rows=cluster.rows_per_worker.astype(int))
     return ClusteringResult(km.labels, km.centers, gamma, model)

@@ -272,7 +272,7 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         finally:
             cluster.close()
         self.labels_ = _in_input_order(indices, result.labels)
-        self.lost_workers_ = sorted(getattr(cluster, "lost_workers", ()))
+        self.lost_workers_ = sorted(cluster.lost_workers)
         self.model_ = result.model
         self.cluster_centers_ = result.model.centers
         self.gamma_ = result.gamma
@@ -333,7 +333,11 @@ class DistributedSpectralClustering(_EmbeddingClustering):
     ----------
     labels_, cluster_centers_ (in the projected space), model_ (KernelPCAModel),
     kernel_, communication_, n_features_in_
-        ``labels_`` follow the rows of ``X``, or the given partitions concatenated.
+        ``labels_`` follow the rows of ``X``, or the given partitions concatenated;
+        the rows of a client lost during the fit (``lost="drop"``) are labelled -1.
+    lost_workers_ : list of int
+        Clients lost during the fit and left out of it (as in
+        :class:`FederatedKernelKMeans`); the model comes from the others.
 
     Notes
     -----
@@ -418,6 +422,7 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         finally:
             cluster.close()
         self.labels_ = _in_input_order(indices, result.labels)
+        self.lost_workers_ = sorted(cluster.lost_workers)
         self.cluster_centers_ = result.centers
         self.model_ = result.model
         self.kernel_ = result.model.kernel

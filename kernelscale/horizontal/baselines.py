@@ -34,6 +34,7 @@ from kernelscale.runtime import (
     worker_seeds,
 )
 from kernelscale.runtime.chunks import map_chunks
+from kernelscale.runtime.lost import answered, tolerates_lost
 from kernelscale.runtime.steps import worker_step
 
 
@@ -61,6 +62,7 @@ def check_batch_size(n_points: int, method: str, instead: str) -> None:
         f"decomposed. It is limited to {EXACT_REFERENCE_MAX_SAMPLES:,} points; {instead}.")
 
 
+@tolerates_lost
 def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   n_landmarks: int = 400, messages: str = "gram", center: bool = False,
                   chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,
@@ -109,6 +111,7 @@ def batch_kpca(X, kernel: Kernel, n_components: int, center: bool) -> KernelPCAM
                           trace=trace)
 
 
+@tolerates_lost
 def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   n_landmarks: int = 400, center: bool = False, random_state=None,
                   redraw: bool = True, **_) -> KernelPCAModel:
@@ -164,6 +167,7 @@ def _send_all_step(state):
     return Tagged(raw_points=state.data)
 
 
+@tolerates_lost
 def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int = 10, center: bool = False,
                **_) -> KernelPCAModel:
     """Exact KPCA: every worker sends its data to the master (small data only).
@@ -178,8 +182,9 @@ def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int = 10, center:
     check_batch_size(info.n_samples, "exact", "use method='diskpca'")
     replies = cluster.broadcast_map(_send_all_step, round="all data to master",
                                     reply_kind="raw_points")
-    model = batch_kpca(stack_rows([r["raw_points"] for r in replies]), kernel, n_components,
-                       center)
+    # A worker lost here (lost="drop") sends nothing: exact KPCA of the others' rows.
+    model = batch_kpca(stack_rows([r["raw_points"] for r in answered(replies)]), kernel,
+                       n_components, center)
     broadcast_landmark_model(cluster, model, "exact KPCA: landmarks and components")
     model.info = {"method": "exact"}
     return model
@@ -213,6 +218,7 @@ def store_components_step(state, components, mean):
     state.mean = mean
 
 
+@tolerates_lost
 def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                         n_random_features: int = 2000, center: bool = False,
                         chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,

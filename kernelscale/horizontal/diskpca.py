@@ -67,6 +67,7 @@ from kernelscale.runtime import (
     worker_seeds,
 )
 from kernelscale.runtime.cluster import one_blas_thread
+from kernelscale.runtime.lost import answered, tolerates_lost
 
 MESSAGES = ("gram", "sketch")
 SAMPLERS = ("ridge", "paper")
@@ -115,6 +116,7 @@ def check_kernel_input(kernel: Kernel, info: PartitionInfo) -> None:
         )
 
 
+@tolerates_lost
 def diskpca(
     cluster: Cluster,
     kernel: Kernel,
@@ -299,17 +301,17 @@ def leverage_sample(cluster: Cluster, config: dict, n_leverage: int, rng):
     if gram_mode:  # E^T E = sum_i E_i^T E_i
         whitener = whitening(unpack_symmetric(replies, t))
     else:
-        whitener = whitening_from_rows(np.vstack(replies))
+        whitener = whitening_from_rows(np.vstack(answered(replies)))
     factor = pack_trapezoidal(triangular_whitening(whitener))
     sums = cluster.broadcast_map(leverage_scores_step, factor,
                                  round="leverage scores: whitening", kind="model",
                                  reply_kind="scalars")
-    weights, capacity = np.array([r[0] for r in sums]), np.array([int(r[1]) for r in sums])
+    weights, capacity = residual_weights(sums)
     counts = allocate(n_leverage, weights, capacity, rng)
     replies = cluster.scatter_map(leverage_sample_step, [(int(c),) for c in counts],
                                   round="leverage sampling", kind="scalars",
                                   reply_kind="raw_points")
-    P = stack_rows([r["raw_points"] for r in replies])
+    P = stack_rows([r["raw_points"] for r in answered(replies)])
     return P[distinct_rows(P)], counts
 
 
@@ -339,7 +341,7 @@ def draw_by_residuals(cluster: Cluster, kept, target: int, sums, unsampled, rng,
     which keeps the shorter sample. Returns (the new points, how many of them
     came from the fill, the rows received from each worker).
     """
-    weights, capacity = np.array([r[0] for r in sums]), np.array([int(r[1]) for r in sums])
+    weights, capacity = residual_weights(sums)
     chosen, received = sample_distinct(cluster, kept, target, weights, capacity,
                                        adaptive_sample_step, rng, round_name, redraw)
     n_fill = 0
@@ -350,6 +352,14 @@ def draw_by_residuals(cluster: Cluster, kept, target: int, sums, unsampled, rng,
         n_fill, received = int(fill.shape[0]), received + more
         chosen = stack_rows([chosen, fill])
     return chosen, n_fill, received
+
+
+def residual_weights(sums):
+    """The workers' sampling weights and capacities from their ``(sum, rows)`` replies
+    (none for a worker lost, whose reply is ``None``)."""
+    weights = np.array([0.0 if r is None else r[0] for r in sums])
+    capacity = np.array([0 if r is None else int(r[1]) for r in sums], dtype=np.int64)
+    return weights, capacity
 
 
 def ridge_schedule(n_components: int, n_landmarks: int, n_pilot: int | None = None) -> list[int]:
@@ -415,6 +425,7 @@ def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: l
                                                     f"ridge sampling {j}", redraw)
         if record is not None:
             record.append({"kept": Y, "ridge": settings["ridge"],
-                           "total": float(sum(r[0] for r in sums)), "new": new_points})
+                           "total": float(sum(r[0] for r in answered(sums))),
+                           "new": new_points})
         Y, n_fill, received = stack_rows([Y, new_points]), n_fill + filled, received + got
     return Y, new_points, n_fill, ridge

@@ -47,6 +47,7 @@ from kernelscale.model import KernelPCAModel
 from kernelscale.runtime import Cluster, Tagged, WorkerState
 from kernelscale.runtime.chunks import map_chunks
 from kernelscale.runtime.cluster import one_blas_thread
+from kernelscale.runtime.lost import answered
 from kernelscale.runtime.steps import worker_step
 from kernelscale.sketches import make_sketch
 
@@ -165,6 +166,8 @@ def dislr(cluster: Cluster, Y, new_points, kernel: Kernel, n_components: int, n_
     # the row sums and of the traces.
     replies = cluster.scatter_map(projection_step, args, round=name, reply_kind="sketch",
                                   reduce="sum" if gram_mode else None)
+    if not gram_mode and cluster.lost_workers:  # as a summed round is rescaled
+        replies = [_scaled_sketch(r, cluster.rescale_factor()) for r in answered(replies)]
     with one_blas_thread():  # small dense algebra: a second BLAS thread only waits
         coef, eigenvalues, mean, trace = _components(replies, Y, kernel, n_components,
                                                      n_samples, gram_mode, center, rtol)
@@ -172,6 +175,22 @@ def dislr(cluster: Cluster, Y, new_points, kernel: Kernel, n_components: int, n_
                           kind="model", reply_kind="model")
     return KernelPCAModel(kernel=kernel, landmarks=Y, coef=coef, eigenvalues=eigenvalues,
                           center=mean, trace=trace)
+
+
+def _scaled_sketch(reply, factor: float) -> dict:
+    """A sketch reply scaled for the ratio estimate ``N / N_answered`` of a fit without
+    a lost worker: the block by sqrt(factor), so that its Gram, the row sums and the
+    trace scale by factor, as a summed (gram) round's sum does."""
+    root = np.sqrt(factor)
+    block, scalars = reply["sketch"], reply["scalars"]
+    if isinstance(scalars, list):  # centred: row sums, 1^T T_i (None: T_i = I), trace
+        row_sums, column_sums, trace = scalars
+        if column_sums is None:
+            column_sums = np.ones(block.shape[1])
+        scalars = [row_sums * factor, column_sums * root, trace * factor]
+    else:
+        scalars = scalars * factor
+    return {"sketch": block * root, "scalars": scalars}
 
 
 def _components(replies, Y, kernel: Kernel, n_components: int, n_samples: int,

@@ -295,6 +295,13 @@ default=None
         inverse_dual_coef_`` (``fit_inverse_transform=True``).
     communication_ : Ledger
         Every message of the fit (phases 'setup' and 'fit').
+    lost_workers_ : list of int
+        Workers (partition ids) lost during the fit and left out of it
+        (``backend='flower'`` with ``client=FlowerCluster(..., lost="drop")``):
+        the model comes from the other workers' rows, summed rounds estimated
+        by ``N / N_answered`` times their sum; each was announced by a
+        :class:`~kernelscale.runtime.LostWorkerWarning` naming it and the round.
+        Empty on the local and Dask backends.
     method_ : str
         The method that ran (``method``, or the budget's choice).
     budget_plan_ : BudgetPlan
@@ -412,6 +419,7 @@ default=None
         finally:
             cluster.close()
         self.communication_ = cluster.ledger
+        self.lost_workers_ = sorted(cluster.lost_workers)
         self.__dict__.pop("budget_plan_", None)
         if plan is not None:
             self.budget_plan_ = plan

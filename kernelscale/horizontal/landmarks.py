@@ -19,6 +19,7 @@ from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
 from kernelscale.linalg import as_generator
 from kernelscale.model import KernelPCAModel
 from kernelscale.runtime import Cluster, PartitionInfo, validate_cluster, worker_seeds
+from kernelscale.runtime.lost import tolerates_lost
 from kernelscale.runtime.validation import check_real
 
 MESSAGES = ("gram", "sketch")
@@ -71,6 +72,7 @@ def _prepare(cluster: Cluster, kernel: Kernel, landmarks, n_components: int):
     return info, Y
 
 
+@tolerates_lost
 def landmark_dislr(cluster: Cluster, kernel: Kernel, landmarks, n_components: int = 10,
                    messages: str = "gram", center: bool = False,
                    chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,

@@ -48,6 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernelscale.runtime.cluster import one_blas_thread
+from kernelscale.runtime.lost import tolerates_lost
 
 #: Below this flatness the energy is spread: send more points rather than choose them.
 FLAT = 0.33
@@ -114,6 +115,7 @@ def choose_after_pilot(phi: float, sizes: dict, spread: float = 1.0) -> tuple[st
         "landmarks")
 
 
+@tolerates_lost
 def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool = False,
                 chunk_size: int = 4096, n_leverage: int | None = None, random_state=None,
                 redraw: bool = False):

@@ -28,6 +28,7 @@ from kernelscale.linalg import (
 )
 from kernelscale.runtime import Cluster, Tagged, WorkerState, worker_seeds
 from kernelscale.runtime.chunks import map_chunks
+from kernelscale.runtime.lost import answered
 from kernelscale.runtime.steps import worker_step
 from kernelscale.sketches import make_sketch
 
@@ -103,6 +104,7 @@ def sample_distinct(cluster: Cluster, kept, budget: int, weights, capacity, step
     """
     weights = np.asarray(weights, dtype=float)
     remaining = np.asarray(capacity, dtype=np.int64).copy()
+    remaining[sorted(cluster.lost_workers)] = 0
     received = np.zeros_like(remaining)
     n_kept = 0 if kept is None else kept.shape[0]
     chosen, attempt = None, 0
@@ -113,10 +115,13 @@ def sample_distinct(cluster: Cluster, kept, budget: int, weights, capacity, step
         name = round_name + ("" if attempt == 0 else f" (top-up {attempt})")
         replies = cluster.scatter_map(step, [(int(c),) for c in counts], round=name,
                                       kind="scalars", reply_kind="raw_points")
-        got = np.array([r["raw_points"].shape[0] for r in replies], dtype=np.int64)
+        got = np.array([0 if r is None else r["raw_points"].shape[0] for r in replies],
+                       dtype=np.int64)
         received += got
-        remaining = np.where(got < counts, 0, remaining - counts)  # short reply: exhausted
-        new = stack_rows([r["raw_points"] for r in replies])
+        # A short reply means the worker has no more (and a lost one answers nothing).
+        remaining = np.where(got < counts, 0, remaining - counts)
+        remaining[sorted(cluster.lost_workers)] = 0
+        new = stack_rows([r["raw_points"] for r in answered(replies)])
         before = [b for b in (kept, chosen) if b is not None]
         offset = sum(b.shape[0] for b in before)
         first = distinct_rows(stack_rows(before + [new]))

@@ -23,44 +23,13 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import ThreadpoolController
 
+from kernelscale.runtime.errors import LostWorkerWarning, WorkerError
 from kernelscale.runtime.ledger import DOWN, UP, Ledger, Tagged
+from kernelscale.runtime.lost import LostWorkers, scale_reply
 from kernelscale.runtime.steps import worker_step
 
 Step = Callable[..., object]
 REDUCTIONS = (None, "sum")
-
-
-class WorkerError(RuntimeError):
-    """A worker step failed: names the worker and the round.
-
-    Attributes
-    ----------
-    worker : int
-        Index of the failed worker (its partition).
-    round : str
-        Name of the protocol round.
-    cause : str
-        ``repr`` of the original exception (also chained as ``__cause__`` in-process).
-    """
-
-    def __init__(self, worker: int, round: str, cause: str):
-        self.worker = worker
-        self.round = round
-        self.cause = cause
-        super().__init__(f"worker {worker} failed in round {round!r}: {cause}")
-
-    def __reduce__(self):
-        return (type(self), (self.worker, self.round, self.cause))
-
-
-class LostWorkerWarning(UserWarning):
-    """A backend lost a worker and the protocol goes on without it.
-
-    Raised as a warning (``warnings.warn``) by a cluster that drops lost
-    workers (``FlowerCluster(lost="drop")``); the message names the worker,
-    its node and the round. The worker answers ``None`` from then on; the
-    cluster's ``lost_workers`` lists the workers dropped so far.
-    """
 
 
 class WorkerState:
@@ -80,7 +49,7 @@ class WorkerState:
                 delattr(self, name)
 
 
-class Cluster(ABC):
+class Cluster(LostWorkers, ABC):
     """A master and ``n_workers`` workers, each holding one partition.
 
     Parameters
@@ -92,6 +61,9 @@ class Cluster(ABC):
     ----------
     ledger : Ledger
         Every message sent through this cluster, and the time of every round.
+    lost_workers : set of int
+        Workers a backend lost and dropped in this protocol run (``lost="drop"``;
+        see :mod:`kernelscale.runtime.lost`).
     """
 
     def __init__(self, n_workers: int):
@@ -102,6 +74,7 @@ class Cluster(ABC):
         self._phase = "fit"
         self._listeners: list = []
         self._idle_since = time.perf_counter()
+        self._init_lost()
 
     @property
     def n_workers(self) -> int:
@@ -119,26 +92,6 @@ class Cluster(ABC):
             yield self
         finally:
             self._phase = previous
-
-    @property
-    def tolerates_lost(self) -> bool:
-        """Is the current round inside :meth:`tolerating_lost`?"""
-        return getattr(self, "_tolerant", 0) > 0
-
-    @contextmanager
-    def tolerating_lost(self):
-        """Rounds inside the block may go on without a worker the backend lost.
-
-        A protocol that takes a missing (``None``) reply in every round of the
-        block says so with it (FK k-means, RFK k-means). A backend that can drop
-        lost workers (``FlowerCluster(lost="drop")``) drops them only there, and
-        raises :class:`WorkerError` for a worker lost in any other round.
-        """
-        self._tolerant = getattr(self, "_tolerant", 0) + 1
-        try:
-            yield self
-        finally:
-            self._tolerant -= 1
 
     def add_listener(self, listener) -> None:
         """Call ``listener(round, phase, seconds)`` after every round."""
@@ -208,6 +161,8 @@ class Cluster(ABC):
         master_seconds = start - self._idle_since
         per_worker_args = [tuple(a) for a in per_worker_args]
         for worker, args in enumerate(per_worker_args):
+            if worker in self.lost_workers:  # dropped earlier: nothing is sent to it
+                continue
             for arg in args:
                 self.ledger.record(round, self._phase, DOWN, kind, worker, arg)
         replies = RoundReplies(self, round, reply_kind, reduce)
@@ -220,10 +175,14 @@ class Cluster(ABC):
         self.ledger.record_time(round, self._phase, master_seconds, seconds, replies.seconds)
         for listener in self._listeners:
             listener(round, self._phase, seconds)
+        if reduce == "sum" and self.lost_workers and result is not None:
+            result = scale_reply(result, self.rescale_factor())  # the ratio estimate
         return result
 
     def reset(self) -> None:
-        """Drop what every worker kept from earlier protocol runs (no messages)."""
+        """Drop what every worker kept from earlier protocol runs (no messages); a new
+        protocol run starts with every worker."""
+        self.lost_workers.clear()
         self._run(_reset_state, [()] * self.n_workers, "reset", _ignore_reply)
         self._idle_since = time.perf_counter()
 
@@ -422,6 +381,7 @@ def shared_seed(random_state: np.random.Generator) -> int:
 __all__ = [
     "REDUCTIONS",
     "Cluster",
+    "LostWorkerWarning",
     "RoundReplies",
     "add_reply",
     "one_blas_thread",

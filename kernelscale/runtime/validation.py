@@ -97,7 +97,7 @@ def validate_cluster(cluster: Cluster) -> PartitionInfo:
         If a partition is empty, holds NaN or inf, or the partitions disagree
         on the number of features.
     """
-    with cluster.phase("setup"):
+    with cluster.phase("setup"), cluster.needing_every_worker():
         replies = cluster.broadcast_map(
             describe_partition, round="describe partitions", reply_kind="scalars"
         )
@@ -116,6 +116,7 @@ def validate_cluster(cluster: Cluster) -> PartitionInfo:
             f"Partitions have different numbers of features {features}; "
             "every worker must hold the same columns."
         )
+    cluster.rows_per_worker = np.array(rows, dtype=float)  # for a lost worker's ratio estimate
     return PartitionInfo(
         n_rows=tuple(rows), n_features=features[0], is_sparse=any(bool(r[2]) for r in replies)
     )

@@ -32,12 +32,14 @@ whichever comes first. With ``lost="error"`` (the default) the round raises one
 round. With ``lost="drop"`` the node is dropped for the rest of the fit as the
 estimators' ``dropout=`` drops a client, inside the rounds of a protocol that
 says it can go on without one (:meth:`~kernelscale.runtime.Cluster.tolerating_lost`:
-FK and RFK k-means): a :class:`~kernelscale.runtime.LostWorkerWarning` names it
-and the round, it answers ``None`` from then on, and a summed round
-(``reduce="sum"``, in the clear or through SecAgg+) is rescaled by
-``N / N_answered`` (rows of all partitions over rows of those that answered,
-known from the validation round), the ratio estimate of a sum over rows. A node
-lost in any other round (the validation, disKPCA, the vertical KPCA) raises.
+FK and RFK k-means, the horizontal kernel PCAs, the spectral clustering): a
+:class:`~kernelscale.runtime.LostWorkerWarning` names it and the round, it
+answers ``None`` from then on, and a summed round (``reduce="sum"``, in the
+clear or through SecAgg+) is rescaled by ``N / N_answered`` (rows of all
+partitions over rows of those that answered, known from the validation round),
+the ratio estimate of a sum over rows. The policy itself is the runtime's
+(:mod:`kernelscale.runtime.lost`); this backend reports the lost nodes. A node
+lost in any other round (the validation, the vertical KPCA) raises.
 """
 
 from __future__ import annotations
@@ -52,18 +54,16 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
 from multiprocessing.connection import Listener
 from pathlib import Path
 
 import numpy as np
 
-from kernelscale.runtime.cluster import Cluster, LostWorkerWarning, WorkerError
-from kernelscale.runtime.ledger import DOWN, UP, Message, Tagged
+from kernelscale.runtime.cluster import Cluster, WorkerError
+from kernelscale.runtime.ledger import DOWN, UP, Message
+from kernelscale.runtime.lost import LOST_POLICIES, scale_reply
 from kernelscale.runtime.steps import step_name
-from kernelscale.runtime.validation import describe_partition
 
-LOST_POLICIES = ("error", "drop")
 APP_TOML = """\
 [build-system]
 requires = ["hatchling"]
@@ -185,11 +185,9 @@ class FlowerCluster(Cluster):
         self.secure_views: dict = {}
         self.superlink, self.data_key = str(superlink), str(data_key)
         self.timeout, self.lost = float(timeout), lost
-        self.lost_workers: set[int] = set()
         self.node_ids: list[int] = []
         self._epoch = 0
         self._reduce = None
-        self._rows: np.ndarray | None = None
         self._connection = None
         self._run_process: subprocess.Popen | None = None
         self._workdir = Path(tempfile.mkdtemp(prefix="kernelscale-flower-"))
@@ -367,30 +365,17 @@ class FlowerCluster(Cluster):
         if reduce == "sum" and self.is_secure(round):
             return self._secure_round(step, per_worker_args, round, kind)
         self._reduce = reduce
-        skipped, first = set(self.lost_workers), len(self.ledger._messages)
         try:
-            result = super().scatter_map(step, per_worker_args, round=round, kind=kind,
-                                         reply_kind=reply_kind, reduce=reduce)
+            return super().scatter_map(step, per_worker_args, round=round, kind=kind,
+                                       reply_kind=reply_kind, reduce=reduce)
         finally:
             self._reduce = None
-            if skipped:  # nothing was sent to the nodes dropped before this round
-                recorded = self.ledger._messages
-                recorded[first:] = [m for m in recorded[first:]
-                                    if not (m.direction == DOWN and m.round == round
-                                            and m.worker in skipped)]
-        if reduce == "sum" and self.lost_workers and result is not None:
-            result = _scale(result, self._rescale())
-        return result
 
-    def _rescale(self, answered=None) -> float:
-        """``N / N_answered``: rows of all partitions over rows of those that answered
-        (default: those not lost)."""
-        if answered is None:
-            answered = [w for w in range(self.n_workers) if w not in self.lost_workers]
-        answered = sorted(answered)
-        if self._rows is None:
-            return self.n_workers / len(answered)
-        return float(self._rows.sum() / self._rows[answered].sum())
+    def worker_name(self, worker: int) -> str:
+        return f"node {self.node_ids[worker]}"
+
+    def worker_host(self, worker: int) -> str:
+        return f"Flower node {self.node_ids[worker]}"
 
     def reset(self) -> None:
         """Start a new protocol run on every node: the next message drops the old state."""
@@ -424,37 +409,10 @@ class FlowerCluster(Cluster):
         if failures:
             worker = min(failures)
             raise WorkerError(worker, round, f"node {self.node_ids[worker]}: {failures[worker]}")
-        if lost and (self.lost == "error" or not self.tolerates_lost):
-            worker = min(lost)
-            raise WorkerError(worker, round, f"node {self.node_ids[worker]} lost: "
-                              f"{lost[worker]}{self._no_drop_here()}")
-        if self.lost_workers and not self.tolerates_lost:
-            worker = min(self.lost_workers)
-            raise WorkerError(worker, round, f"node {self.node_ids[worker]} was lost earlier "
-                              f"in the fit{self._no_drop_here()}")
-        for worker in sorted(lost):
-            self._drop(worker, round, lost[worker])
-        if step is describe_partition or name.endswith(":describe_block"):
-            self._rows = np.array([replies[w][0][0] if w in replies else 0
-                                   for w in range(self.n_workers)], dtype=float)
+        self.settle_lost(lost, round)
         for worker in range(self.n_workers):
             reply, seconds = replies.get(worker, (None, 0.0))
             deliver(worker, reply, seconds)
-
-    def _no_drop_here(self) -> str:
-        if self.lost != "drop":
-            return ""
-        return ("; lost='drop' cannot leave it out here: this round needs every client's "
-                "reply (FK k-means and RFK k-means go on without a lost client, from their "
-                "first round after the validation)")
-
-    def _drop(self, worker: int, round: str, reason: str) -> None:
-        """Go on without ``worker`` (``lost="drop"``): it answers ``None`` from now on."""
-        self.lost_workers.add(worker)
-        warnings.warn(LostWorkerWarning(
-            f"worker {worker} (Flower node {self.node_ids[worker]}) was lost in round "
-            f"{round!r} ({reason}); the fit goes on without its rows (lost='drop'), and "
-            "its rows get the label -1 where labels are collected"), stacklevel=4)
 
     def _secure_round(self, step, per_worker_args, round, kind):
         """A summed round through SecAgg+: counts, times and returns only the sum."""
@@ -530,7 +488,7 @@ class FlowerCluster(Cluster):
                               f"{self.node_ids[missing[0]]} did not complete SecAgg+ "
                               f"({'; '.join(reply['failures']) or 'no reply'})")
         for worker in sorted(lost):
-            self._drop(worker, round, lost[worker])
+            self.drop_worker(worker, round, lost[worker])
         for stage, node, direction, kind_, words, nbytes in reply["transcript"]:
             # the masked uploads under the round, SecAgg+'s own messages under its stages
             name = round if kind_ == "secure_sum" else f"{round} (SecAgg+ {stage})"
@@ -545,7 +503,7 @@ class FlowerCluster(Cluster):
             listener(round, self._phase, seconds)
         total = codec.decode(reply["tree"], sums)
         if len(answered) < self.n_workers:  # a ratio estimate, as in the clear rounds
-            total = _scale(total, self._rescale(answered))
+            total = scale_reply(total, self.rescale_factor(answered))
         return total
 
     # ------------------------------------------------------------------ shutdown
@@ -594,17 +552,6 @@ def flower_cluster(data, client, data_key: str | None = None, timeout: float = 6
             f"{type(data).__name__}.")
     return FlowerCluster(client, int(data), data_key=data_key or "partition-path",
                          timeout=timeout)
-
-
-def _scale(value, factor: float):
-    """``factor * value`` for a summed reply (arrays, numbers, dicts, lists)."""
-    if isinstance(value, Tagged):
-        return Tagged(**{k: _scale(v, factor) for k, v in value.items()})
-    if isinstance(value, dict):
-        return {k: _scale(v, factor) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_scale(v, factor) for v in value)
-    return value * factor
 
 
 def round_half(x: float) -> int:
