@@ -195,3 +195,32 @@ def test_losing_every_worker_raises():
     cluster = LosingCluster(parts, "uniform sampling", victim=0)
     with pytest.raises(WorkerError, match="no worker is left to go on with"):
         uniform_dislr(cluster, KERNEL, n_components=2, n_landmarks=20)
+
+
+@pytest.mark.filterwarnings("ignore:n_landmarks=.* exceeds the 100 samples")  # all the others'
+@pytest.mark.parametrize("gamma", [0.1, 5.0])  # concentrated energy (ridge), spread (uniform)
+def test_a_word_budget_pilot_without_a_lost_worker_stays_within_the_budget(gamma):
+    """Lost in the pilot: the budget still holds, and the mean excess over three seeds is
+    within twice that of the same budgeted fit on the others alone plus 0.05 (within a
+    budget nothing is redrawn, so the pilot points asked of the lost worker are missing;
+    measured: 1.0x, and 4x on one seed of gamma=5 at an excess of 0.06)."""
+    from kernelscale.horizontal.budget import plan_budget
+    from kernelscale.horizontal.pilot import piloted_fit
+
+    kernel = make_kernel("rbf", gamma=gamma)
+    with_loss, without = [], []
+    for seed in range(3):
+        parts = _data(seed, n=150)
+        plan = plan_budget(20_000, [p.shape[0] for p in parts], 5, 3, kernel=kernel,
+                           center=True, methods=["diskpca", "uniform_dislr", "uniform_batch"])
+        cluster = LosingCluster(parts, "pilot sampling")
+        with pytest.warns(LostWorkerWarning, match="lost in round 'pilot sampling'"):
+            model, _ = piloted_fit(cluster, kernel, plan, center=True, random_state=seed)
+        assert cluster.ledger.total_words("fit") <= 20_000
+        _check_nothing_to_or_from_the_victim(cluster)
+        alone, _ = piloted_fit(LocalCluster(_others(parts)), kernel, plan, center=True,
+                               random_state=seed)
+        X = np.vstack(_others(parts))
+        with_loss.append(_excess(model, X, 3, kernel))
+        without.append(_excess(alone, X, 3, kernel))
+    assert np.mean(with_loss) <= 2 * np.mean(without) + 0.05

@@ -34,7 +34,7 @@ from kernelscale.runtime import (
     worker_seeds,
 )
 from kernelscale.runtime.chunks import map_chunks
-from kernelscale.runtime.lost import answered, tolerates_lost
+from kernelscale.runtime.lost import answered
 from kernelscale.runtime.steps import worker_step
 
 
@@ -43,6 +43,7 @@ def _prepare(cluster, kernel, n_components, n_landmarks, random_state):
     cluster.reset()
     info = validate_cluster(cluster)
     check_kernel_input(kernel, info)
+    cluster.tolerate_lost_from_here()  # with lost="drop", a worker lost from here is left out
     return rng, info, check_budgets(info, n_components, n_landmarks)
 
 
@@ -62,7 +63,6 @@ def check_batch_size(n_points: int, method: str, instead: str) -> None:
         f"decomposed. It is limited to {EXACT_REFERENCE_MAX_SAMPLES:,} points; {instead}.")
 
 
-@tolerates_lost
 def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   n_landmarks: int = 400, messages: str = "gram", center: bool = False,
                   chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,
@@ -111,7 +111,6 @@ def batch_kpca(X, kernel: Kernel, n_components: int, center: bool) -> KernelPCAM
                           trace=trace)
 
 
-@tolerates_lost
 def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   n_landmarks: int = 400, center: bool = False, random_state=None,
                   redraw: bool = True, **_) -> KernelPCAModel:
@@ -167,7 +166,6 @@ def _send_all_step(state):
     return Tagged(raw_points=state.data)
 
 
-@tolerates_lost
 def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int = 10, center: bool = False,
                **_) -> KernelPCAModel:
     """Exact KPCA: every worker sends its data to the master (small data only).
@@ -180,6 +178,7 @@ def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int = 10, center:
     check_kernel_input(kernel, info)
     check_budgets(info, n_components, info.n_samples)
     check_batch_size(info.n_samples, "exact", "use method='diskpca'")
+    cluster.tolerate_lost_from_here()
     replies = cluster.broadcast_map(_send_all_step, round="all data to master",
                                     reply_kind="raw_points")
     # A worker lost here (lost="drop") sends nothing: exact KPCA of the others' rows.
@@ -218,7 +217,6 @@ def store_components_step(state, components, mean):
     state.mean = mean
 
 
-@tolerates_lost
 def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                         n_random_features: int = 2000, center: bool = False,
                         chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,
@@ -235,6 +233,7 @@ def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10
     info = validate_cluster(cluster)
     check_kernel_input(kernel, info)
     check_budgets(info, n_components, info.n_samples)
+    cluster.tolerate_lost_from_here()
     seed = shared_seed(rng)
     config = {"kernel": kernel.to_dict(), "n_random_features": int(n_random_features),
               "chunk_size": int(chunk_size), "center": bool(center)}

@@ -67,7 +67,7 @@ from kernelscale.runtime import (
     worker_seeds,
 )
 from kernelscale.runtime.cluster import one_blas_thread
-from kernelscale.runtime.lost import answered, tolerates_lost
+from kernelscale.runtime.lost import answered
 
 MESSAGES = ("gram", "sketch")
 SAMPLERS = ("ridge", "paper")
@@ -116,7 +116,6 @@ def check_kernel_input(kernel: Kernel, info: PartitionInfo) -> None:
         )
 
 
-@tolerates_lost
 def diskpca(
     cluster: Cluster,
     kernel: Kernel,
@@ -223,6 +222,7 @@ def diskpca(
         check_kernel_input(kernel, info)
     else:  # validated when the pilot was drawn
         *pilot, info = pilot
+    cluster.tolerate_lost_from_here()  # with lost="drop", a worker lost from here is left out
     n_landmarks = check_budgets(info, n_components, n_landmarks)
     low = 0 if sampler == "paper" else 1  # the ridge sampler's pilot needs a point
     if n_leverage is not None and not (

@@ -19,7 +19,6 @@ from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
 from kernelscale.linalg import as_generator
 from kernelscale.model import KernelPCAModel
 from kernelscale.runtime import Cluster, PartitionInfo, validate_cluster, worker_seeds
-from kernelscale.runtime.lost import tolerates_lost
 from kernelscale.runtime.validation import check_real
 
 MESSAGES = ("gram", "sketch")
@@ -69,10 +68,10 @@ def _prepare(cluster: Cluster, kernel: Kernel, landmarks, n_components: int):
         raise TypeError(f"The {kernel.name} kernel does not take sparse landmarks; "
                         "pass them as a dense array.")
     _check_rank(info, n_components, Y.shape[0])
+    cluster.tolerate_lost_from_here()  # with lost="drop", a worker lost from here is left out
     return info, Y
 
 
-@tolerates_lost
 def landmark_dislr(cluster: Cluster, kernel: Kernel, landmarks, n_components: int = 10,
                    messages: str = "gram", center: bool = False,
                    chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,

@@ -48,7 +48,6 @@ from __future__ import annotations
 import numpy as np
 
 from kernelscale.runtime.cluster import one_blas_thread
-from kernelscale.runtime.lost import tolerates_lost
 
 #: Below this flatness the energy is spread: send more points rather than choose them.
 FLAT = 0.33
@@ -115,7 +114,6 @@ def choose_after_pilot(phi: float, sizes: dict, spread: float = 1.0) -> tuple[st
         "landmarks")
 
 
-@tolerates_lost
 def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool = False,
                 chunk_size: int = 4096, n_leverage: int | None = None, random_state=None,
                 redraw: bool = False):
@@ -156,6 +154,7 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
     cluster.reset()
     info = validate_cluster(cluster)
     check_kernel_input(kernel, info)
+    cluster.tolerate_lost_from_here()  # with lost="drop", a worker lost from here is left out
     n_pilot = ridge_schedule(k, n_y, n_leverage)[0]
     # Step 1: the uniform pilot, the ridge sampler's first round (its words count in B)
     P, received = uniform_sample(cluster, info.n_rows, n_pilot, rng, "pilot sampling",

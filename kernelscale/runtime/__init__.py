@@ -14,7 +14,7 @@ from kernelscale.runtime.cluster import (
     worker_seeds,
 )
 from kernelscale.runtime.ledger import DOWN, KINDS, UP, Ledger, Message, Tagged, count_words
-from kernelscale.runtime.lost import LOST_POLICIES, tolerates_lost
+from kernelscale.runtime.lost import LOST_POLICIES
 from kernelscale.runtime.validation import PartitionInfo, as_float_matrix, validate_cluster
 
 __all__ = [
@@ -33,7 +33,6 @@ __all__ = [
     "as_float_matrix",
     "count_words",
     "shared_seed",
-    "tolerates_lost",
     "validate_cluster",
     "worker_seeds",
 ]

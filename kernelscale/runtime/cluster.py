@@ -182,7 +182,7 @@ class Cluster(LostWorkers, ABC):
     def reset(self) -> None:
         """Drop what every worker kept from earlier protocol runs (no messages); a new
         protocol run starts with every worker."""
-        self.lost_workers.clear()
+        self._start_protocol_run()
         self._run(_reset_state, [()] * self.n_workers, "reset", _ignore_reply)
         self._idle_since = time.perf_counter()
 

@@ -14,7 +14,6 @@ known from the validation round): the ratio estimate of a sum over rows.
 
 from __future__ import annotations
 
-import functools
 import warnings
 from collections.abc import Mapping
 from contextlib import contextmanager
@@ -62,19 +61,34 @@ class LostWorkers:
         self.lost_workers: set[int] = set()
         self.rows_per_worker: np.ndarray | None = None
         self._tolerant = 0
+        self._run_tolerant = False
+
+    def _start_protocol_run(self) -> None:
+        """A new protocol run (``reset``): every worker again, no tolerance yet."""
+        self.lost_workers.clear()
+        self._run_tolerant = False
 
     @property
     def tolerates_lost(self) -> bool:
-        """Is the current round inside :meth:`tolerating_lost`?"""
-        return self._tolerant > 0
+        """May the current round go on without a lost worker (:meth:`tolerating_lost`,
+        :meth:`tolerate_lost_from_here`)?"""
+        return self._tolerant > 0 or (self._run_tolerant and self._tolerant >= 0)
+
+    def tolerate_lost_from_here(self) -> None:
+        """The rest of this protocol run (until ``reset``) may go on without a lost worker.
+
+        A master function calls it after its validation round, when every later
+        round takes a missing (``None``) reply: disKPCA, the other horizontal
+        kernel PCAs and the word budget's pilot do.
+        """
+        self._run_tolerant = True
 
     @contextmanager
     def tolerating_lost(self):
         """Rounds inside the block may go on without a worker the backend lost.
 
         A protocol that takes a missing (``None``) reply in every round of the
-        block says so with it (FK and RFK k-means, disKPCA and the other
-        horizontal kernel PCAs, the spectral clustering). A backend that can
+        block says so with it (FK and RFK k-means, the spectral clustering). A backend that can
         drop lost workers (``FlowerCluster(lost="drop")``) drops them only
         there, and raises :class:`WorkerError` for a worker lost in any other
         round.
@@ -89,7 +103,7 @@ class LostWorkers:
     def needing_every_worker(self):
         """Rounds inside the block need every worker, even inside :meth:`tolerating_lost`
         (the validation round: the row counts of every partition)."""
-        saved, self._tolerant = self._tolerant, 0
+        saved, self._tolerant = self._tolerant, -1
         try:
             yield self
         finally:
@@ -155,25 +169,9 @@ class LostWorkers:
         return float(rows.sum() / rows[answered].sum())
 
 
-def tolerates_lost(master):
-    """Mark a master function ``master(cluster, ...)`` whose rounds take a lost worker.
-
-    Its rounds run inside ``cluster.tolerating_lost()``: with ``lost="drop"`` a
-    worker lost there answers ``None`` from then on and the protocol goes on
-    with the others (its validation round still needs every worker).
-    """
-
-    @functools.wraps(master)
-    def run(cluster, *args, **kwargs):
-        with cluster.tolerating_lost():
-            return master(cluster, *args, **kwargs)
-
-    return run
-
-
 def answered(replies) -> list:
     """The replies of the workers that answered (a lost worker's reply is ``None``)."""
     return [r for r in replies if r is not None]
 
 
-__all__ = ["LOST_POLICIES", "LostWorkers", "answered", "scale_reply", "tolerates_lost"]
+__all__ = ["LOST_POLICIES", "LostWorkers", "answered", "scale_reply"]

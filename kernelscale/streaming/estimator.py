@@ -80,7 +80,9 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     Parameters
     ----------
     n_components : int, default=2
-        Number of kernel principal components returned by ``transform``.
+        Number of kernel principal components returned by ``transform``. The
+        default ``sketch_size`` (20) holds fewer than 10 with its error bound,
+        hence a smaller default than ``DistributedKernelPCA``'s 10.
     kernel : {'rbf', 'laplacian'}, default='rbf'
         Shift-invariant kernel (Nystrom also takes 'poly', 'linear', 'arccos').
     gamma : float or None, default=None

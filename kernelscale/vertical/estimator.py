@@ -80,7 +80,9 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     Parameters
     ----------
     n_components : int, default=2
-        Number of principal components.
+        Number of principal components. Each costs every party ``n + 1`` words
+        (a local eigenvector holds a value per sample), hence a smaller default
+        than ``DistributedKernelPCA``'s 10.
     n_local_components : int or None, default=None
         Eigenpairs each party sends (``D``; ``D (n + 1)`` words per party). ``None``:
         ``n_components + 1`` with ``center=True`` (centring removes the leading,

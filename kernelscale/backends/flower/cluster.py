@@ -380,7 +380,7 @@ class FlowerCluster(Cluster):
     def reset(self) -> None:
         """Start a new protocol run on every node: the next message drops the old state."""
         self._epoch += 1
-        self.lost_workers.clear()
+        self._start_protocol_run()
         self._idle_since = time.perf_counter()
 
     def _run(self, step, per_worker_args, round, deliver):
