@@ -235,6 +235,30 @@ def test_batch_kpca_beyond_20000_points_is_refused_up_front_with_its_memory(
     assert "limited to 20,000 points" in line
 
 
+@pytest.mark.parametrize("method", ["diskpca", "uniform_dislr"])
+def test_dislr_beyond_20000_landmarks_is_refused_up_front_with_its_memory(method, tmp_path,
+                                                                           capsys):
+    """disLR's master and workers hold |Y| x |Y| matrices: 20,001 landmarks were accepted
+    and would allocate several 3 GiB matrices mid-fit."""
+    path = tmp_path / "n.npy"
+    np.save(path, np.random.default_rng(0).standard_normal((20_001, 2)))
+    line = one_error_line(["fit", "--data", str(path), "--out", str(tmp_path / "m.npz"),
+                           "--method", method, "--gamma", "1", "--quiet",
+                           "--landmarks", "20001"], capsys)
+    assert f"--method '{method}' with --landmarks 20,001" in line
+    assert "(3.0 GiB each" in line and "limited to 20,000 landmarks" in line
+
+
+def test_dislr_refuses_too_many_given_landmarks():
+    from kernelscale import DistributedKernelPCA
+
+    X = np.random.default_rng(0).standard_normal((50, 2))
+    Y = np.random.default_rng(1).standard_normal((20_001, 2))
+    with pytest.raises(ValueError, match="20,001 x 20,001 matrices at the master and on every"):
+        DistributedKernelPCA(method="uniform_dislr", landmarks=Y, gamma=1.0,
+                             n_components=2).fit(X)
+
+
 def test_uniform_batch_refuses_too_many_given_landmarks():
     from kernelscale import DistributedKernelPCA
 

@@ -19,7 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from kernelscale.features import feature_map_size, make_feature_map
-from kernelscale.horizontal.diskpca import check_budgets, check_kernel_input
+from kernelscale.horizontal.diskpca import (
+    check_budgets,
+    check_kernel_input,
+    check_landmark_count,
+)
 from kernelscale.horizontal.dislr import cap_at_rank, dislr
 from kernelscale.horizontal.sampling import stack_rows, uniform_sample
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
@@ -74,6 +78,7 @@ def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,
     coefficients back. ``redraw`` as in :func:`kernelscale.horizontal.diskpca.diskpca`.
     """
     rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
+    check_landmark_count(n_landmarks, "uniform_dislr")
     Y, _ = uniform_sample(cluster, info.n_rows, n_landmarks, rng, "uniform sampling",
                           redraw=redraw)
     model = dislr(cluster, Y, Y, kernel, n_components, info.n_samples, messages, center,

@@ -107,7 +107,7 @@ def largest_within(method: str, max_words: int, n_rows: Sequence[int], n_feature
         return forecast if forecast.words <= max_words else None
     low = n_components
     high = MAX_RANDOM_FEATURES if method == "random_features" else sum(n_rows)
-    if method == "uniform_batch":  # its master holds the |Y| x |Y| kernel matrix
+    if method != "random_features":  # the master holds |Y| x |Y| matrices (batch, disLR)
         high = min(high, EXACT_REFERENCE_MAX_SAMPLES)
     if low > high or words(low).words > max_words:
         return None

@@ -57,6 +57,7 @@ from kernelscale.linalg import (
     whitening,
     whitening_from_rows,
 )
+from kernelscale.metrics.lowrank import EXACT_REFERENCE_MAX_SAMPLES
 from kernelscale.model import KernelPCAModel
 from kernelscale.runtime import (
     Cluster,
@@ -106,6 +107,25 @@ def check_budgets(info: PartitionInfo, n_components: int, n_landmarks: int) -> i
             "subspace needs at least k representative points."
         )
     return int(n_landmarks)
+
+
+def check_landmark_count(n_landmarks: int, method: str) -> None:
+    """Refuse, before any round, a |Y| whose |Y| x |Y| matrices would not fit.
+
+    disLR's master holds ``k(Y, Y)``, its whitening and the summed Gram (8 |Y|^2
+    bytes each) and every worker accumulates its own |Y| x |Y| Gram; above
+    :data:`~kernelscale.metrics.lowrank.EXACT_REFERENCE_MAX_SAMPLES` landmarks
+    that is GiBs per copy, and a traceback half-way.
+    """
+    if n_landmarks <= EXACT_REFERENCE_MAX_SAMPLES:
+        return
+    gib = 8.0 * n_landmarks**2 / 2**30
+    raise ValueError(
+        f"method={method!r} with n_landmarks={n_landmarks:,}: disLR holds "
+        f"{n_landmarks:,} x {n_landmarks:,} matrices at the master and on every worker "
+        f"({gib:.1f} GiB each, and a few copies while they are decomposed). It is limited "
+        f"to {EXACT_REFERENCE_MAX_SAMPLES:,} landmarks; lower n_landmarks (a few thousand "
+        "landmarks already give disLR a large span).")
 
 
 def check_kernel_input(kernel: Kernel, info: PartitionInfo) -> None:
@@ -224,6 +244,7 @@ def diskpca(
         *pilot, info = pilot
     cluster.tolerate_lost_from_here()  # with lost="drop", a worker lost from here is left out
     n_landmarks = check_budgets(info, n_components, n_landmarks)
+    check_landmark_count(n_landmarks, "diskpca")
     low = 0 if sampler == "paper" else 1  # the ridge sampler's pilot needs a point
     if n_leverage is not None and not (
             int(n_leverage) == n_leverage and low <= n_leverage <= n_landmarks):

@@ -100,8 +100,11 @@ def landmark_dislr(cluster: Cluster, kernel: Kernel, landmarks, n_components: in
     """
     if messages not in MESSAGES:
         raise ValueError(f"messages must be one of {MESSAGES}, got {messages!r}.")
+    from kernelscale.horizontal.diskpca import check_landmark_count
+
     rng = as_generator(random_state)
     info, Y = _prepare(cluster, kernel, landmarks, n_components)
+    check_landmark_count(Y.shape[0], "uniform_dislr")
     model = dislr(cluster, Y, Y, kernel, n_components, info.n_samples, messages, center,
                   int(chunk_size), worker_seeds(rng, cluster.n_workers),
                   landmark_kind="model")
