@@ -16,6 +16,7 @@ from kernelscale.horizontal import (
     uniform_batch,
     uniform_dislr,
 )
+from kernelscale.horizontal.baselines import batch_kpca
 from kernelscale.kernels import make_kernel
 from kernelscale.metrics.lowrank import (
     exact_kpca_reference,
@@ -67,16 +68,18 @@ def test_uniform_batch_ledger_sends_the_sample_up_and_the_model_down(center):
                           random_state=0)
     n_y, d, k, s = 30, 5, 3, 3
     assert model.landmarks.shape == (n_y, d)
-    # The workers do not hold the sample: the model round sends Y, C (and m) and the
-    # kernel's 5 parameters (the workers were never told the kernel).
+    # Each sampled point's copies come up (one word each). The workers do not hold the
+    # sample: the model round sends Y, C (and m) and the kernel's 5 parameters (the
+    # workers were never told the kernel).
     model_words = s * (n_y * d + n_y * k + (n_y if center else 0) + 5)
     assert cluster.ledger.words_by_round() == {
         "uniform sampling: seeds": {DOWN: s, UP: 0},
         "uniform sampling": {DOWN: s, UP: n_y * d},
+        "batch KPCA: copies": {DOWN: 0, UP: n_y},
         "batch KPCA: landmarks and components": {DOWN: model_words, UP: 0},
     }
     assert cluster.ledger.words_by_kind() == {
-        "seed": s, "scalars": s, "raw_points": n_y * d + s * n_y * d,
+        "seed": s, "scalars": s + n_y, "raw_points": n_y * d + s * n_y * d,
         "model": s * (n_y * (k + (1 if center else 0)) + 5)}
     # Every worker keeps the model it was sent.
     for state in cluster.states:
@@ -392,3 +395,55 @@ def test_metrics_reexports_and_error_ratio():
     assert metrics.error_ratio(3.0, 2.0) == 1.5
     assert math.isnan(metrics.error_ratio(1e-13, -5e-14))  # rank <= k: opt is round-off
     assert math.isnan(metrics.error_ratio(0.0, 0.0))
+
+
+def _duplicated(seed):
+    """Rows with copies: 40 distinct points, some with up to 9 copies, each point's copies
+    on one of 3 workers (the copies of a point sent are then all counted)."""
+    rng = np.random.default_rng(seed)
+    points = rng.normal(0.0, 1.0, (40, 5))
+    copies = rng.integers(1, 10, size=40) * (rng.random(40) < 0.3) + 1
+    parts = [np.repeat(points[w::3], copies[w::3], axis=0) for w in range(3)]
+    parts = [p[rng.permutation(p.shape[0])] for p in parts]
+    return np.vstack(parts), parts
+
+
+def _signed(Z):
+    return Z * np.sign(Z[np.abs(Z).argmax(axis=0), range(Z.shape[1])])
+
+
+@pytest.mark.parametrize("center", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_weighted_batch_kpca_is_the_kpca_of_the_rows_repeated(center, seed):
+    """Integer weights w: the batch KPCA of the rows each repeated w times (the eigenvalues
+    scaled by n / sum(w), the weights being scaled to mean 1)."""
+    rng = np.random.default_rng(seed)
+    S = rng.normal(0.0, 1.0, (25, 4))
+    w = rng.integers(1, 6, size=25).astype(float)
+    weighted = batch_kpca(S, KERNEL, 3, center, weights=w)
+    repeated = batch_kpca(np.repeat(S, w.astype(int), axis=0), KERNEL, 3, center)
+    np.testing.assert_allclose(weighted.eigenvalues * w.sum() / 25, repeated.eigenvalues,
+                               rtol=1e-9)
+    X = rng.normal(0.0, 1.0, (30, 4))
+    np.testing.assert_allclose(_signed(weighted.transform(X)), _signed(repeated.transform(X)),
+                               atol=1e-8)
+
+
+@pytest.mark.parametrize("center", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_uniform_batch_weights_each_point_by_its_copies(center, seed):
+    """A sample of every distinct point (with each point's copies on one worker) consumes
+    every row: its inclusion weights are the copies, so uniform + batch equals exact KPCA
+    of all rows, copies included (unweighted, each duplicated point would count once)."""
+    X, parts = _duplicated(seed)
+    n_distinct = np.unique(X, axis=0).shape[0]
+    model = uniform_batch(LocalCluster(parts), KERNEL, n_components=3, n_landmarks=n_distinct,
+                          center=center, random_state=seed)
+    exact = exact_kpca(LocalCluster(parts), KERNEL, n_components=3, center=center)
+    np.testing.assert_allclose(model.eigenvalues * X.shape[0] / n_distinct, exact.eigenvalues,
+                               rtol=1e-8)
+    np.testing.assert_allclose(_signed(model.transform(X)), _signed(exact.transform(X)),
+                               atol=1e-7)
+    plain = batch_kpca(model.landmarks, KERNEL, 3, center)
+    assert not np.allclose(plain.eigenvalues * X.shape[0] / n_distinct, exact.eigenvalues,
+                           rtol=1e-3)

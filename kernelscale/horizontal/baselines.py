@@ -25,7 +25,7 @@ from kernelscale.horizontal.diskpca import (
     check_landmark_count,
 )
 from kernelscale.horizontal.dislr import cap_at_rank, dislr
-from kernelscale.horizontal.sampling import stack_rows, uniform_sample
+from kernelscale.horizontal.sampling import inclusion_weights, stack_rows, uniform_sample
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
 from kernelscale.linalg import as_generator, gram, pack_symmetric, top_eigh, unpack_symmetric
 from kernelscale.metrics.lowrank import EXACT_REFERENCE_MAX_SAMPLES
@@ -93,25 +93,35 @@ def _numerical_range(w: np.ndarray, V: np.ndarray, rtol: float = 1e-12):
     return w[keep], V[:, keep]
 
 
-def batch_kpca(X, kernel: Kernel, n_components: int, center: bool) -> KernelPCAModel:
+def batch_kpca(X, kernel: Kernel, n_components: int, center: bool,
+               weights: np.ndarray | None = None) -> KernelPCAModel:
     """Exact kernel PCA of the rows of ``X`` as a landmark model (``C = V Lambda^-1/2``).
 
+    ``weights`` (one per row, e.g. :func:`kernelscale.horizontal.sampling.inclusion_weights`)
+    make it the kernel PCA of the weighted points: of ``D^1/2 K D^1/2`` with
+    ``D = diag(weights)`` scaled to mean 1, centred by the weighted mean.
     Components beyond the kernel matrix's numerical rank are zero (with a
     ``UserWarning``; see :func:`kernelscale.horizontal.dislr.cap_at_rank`).
     """
     K = kernel(X, X)
+    n = K.shape[0]
+    share = (np.full(n, 1.0 / n) if weights is None
+             else np.asarray(weights, dtype=float) / np.sum(weights))
     mean = None
     if center:
-        mean = K.mean(axis=0)
-        K = K - mean[None, :] - mean[:, None] + mean.mean()
+        mean = K @ share  # <mu, phi(x_j)>, mu the (weighted) mean in feature space
+        K = K - mean[None, :] - mean[:, None] + share @ mean
+    root = np.sqrt(share * n)  # 1 without weights
+    if weights is not None:
+        K = root[:, None] * K * root[None, :]
     trace = float(np.trace(K))  # the (centred) energy of X, for the shares of energy
     w, V = _numerical_range(*top_eigh(K, n_components))
-    coef, w = cap_at_rank(V / np.sqrt(w), w, n_components, "The kernel matrix",
-                          stacklevel=4)
+    coef, w = cap_at_rank(root[:, None] * V / np.sqrt(w), w, n_components,
+                          "The kernel matrix", stacklevel=4)
     if center:
-        # Centring the coefficients: V^T (phi(a) - mu) with V = (phi(X) - mu 1^T) C
-        # equals C'^T (k(X, a) - m) with C' = (I - 11^T/n) C.
-        coef = coef - coef.mean(axis=0)
+        # Centring the coefficients: V^T (phi(a) - mu) with V = (phi(X) - mu 1^T) C and
+        # mu = phi(X) p equals C'^T (k(X, a) - m) with C' = (I - p 1^T) C.
+        coef = coef - np.outer(share, coef.sum(axis=0))
     return KernelPCAModel(kernel=kernel, landmarks=X, coef=coef, eigenvalues=w, center=mean,
                           trace=trace)
 
@@ -121,18 +131,27 @@ def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   redraw: bool = True, **_) -> KernelPCAModel:
     """Uniform + batch KPCA: the master runs exact KPCA on ``n_landmarks`` distinct points.
 
-    Rounds: the uniform sample (seeds, then the points to the master), and the
-    model to the workers (round 'batch KPCA: landmarks and components': the
-    sample, which the workers do not hold, and the coefficients). ``redraw`` as in
+    Rounds: the uniform sample (seeds, then the points to the master), the
+    copies of each sampled point in its worker's partition (round 'batch KPCA:
+    copies', one word per point received), and the model to the workers (round
+    'batch KPCA: landmarks and components': the sample, which the workers do
+    not hold, and the coefficients). The sample holds distinct points, so each
+    is weighted by its copies over its chance to be sampled
+    (:func:`~kernelscale.horizontal.sampling.inclusion_weights`): without the
+    weights a point with 69 copies (spam) counts once, and the batch KPCA of a
+    sample of 1,332 of spam's 4,601 rows has 4x the excess
+    (``benchmarks/results/budget/pilot_signals.md``). ``redraw`` as in
     :func:`kernelscale.horizontal.diskpca.diskpca`.
     """
     rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
     check_batch_size(n_landmarks, "uniform_batch",
                      f"lower n_landmarks to at most {EXACT_REFERENCE_MAX_SAMPLES:,}, or use "
                      "method='uniform_dislr' or 'diskpca'")
+    arrivals: list = []
     S, _ = uniform_sample(cluster, info.n_rows, n_landmarks, rng, "uniform sampling",
-                          redraw=redraw)
-    model = batch_kpca(S, kernel, n_components, center)
+                          redraw=redraw, arrivals=arrivals)
+    weights = inclusion_weights(cluster, S, arrivals, info.n_samples, "batch KPCA: copies")
+    model = batch_kpca(S, kernel, n_components, center, weights)
     broadcast_landmark_model(cluster, model, "batch KPCA: landmarks and components")
     model.info = {"method": "uniform_batch"}
     return model

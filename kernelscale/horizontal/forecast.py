@@ -220,6 +220,8 @@ embedding_dtype, chunk_size
         _dislr(rounds, n_landmarks, n_landmarks, messages, **options)
     elif method == "uniform_batch":
         _piloted_uniform_sample(rounds, n_landmarks, n_pilot, point)
+        # each point's copies on the worker that sent it (one word per point)
+        rounds.add("batch KPCA: copies", UP, "scalars", n_landmarks, per_worker=False)
         _landmark_model(rounds, "batch KPCA: landmarks and components", n_landmarks, **options)
     elif method == "exact":
         n_landmarks = n

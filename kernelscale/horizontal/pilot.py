@@ -140,6 +140,7 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
     from kernelscale.horizontal.diskpca import check_kernel_input, diskpca, ridge_schedule
     from kernelscale.horizontal.dislr import dislr
     from kernelscale.horizontal.sampling import (
+        inclusion_weights,
         sample_distinct,
         stack_rows,
         uniform_sample,
@@ -157,8 +158,9 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
     cluster.tolerate_lost_from_here()  # with lost="drop", a worker lost from here is left out
     n_pilot = ridge_schedule(k, n_y, n_leverage)[0]
     # Step 1: the uniform pilot, the ridge sampler's first round (its words count in B)
+    arrivals: list = []  # the rows each worker sent, for uniform + batch's weights
     P, received = uniform_sample(cluster, info.n_rows, n_pilot, rng, "pilot sampling",
-                                 redraw=redraw)
+                                 redraw=redraw, arrivals=arrivals)
     K = kernel(P, P, dtype=np.float64)
     phi, spread = flatness(K, k), diagonal_spread(K)
     # Step 2: the method the pilot shows, sized to what is left of the budget
@@ -178,14 +180,16 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
     # copies of drawn points left P short; never more).
     new, _ = sample_distinct(cluster, P, P.shape[0] + forecast.n_landmarks - n_pilot, rows,
                              rows - received, uniform_sample_step, rng, "uniform sampling",
-                             redraw=redraw)
+                             redraw=redraw, arrivals=arrivals)
     Y = stack_rows([P, new])
     if method == "uniform_dislr":
         model = dislr(cluster, Y, Y, kernel, k, info.n_samples, messages, center,
                       int(chunk_size), worker_seeds(rng, cluster.n_workers))
         model.info = {"method": "uniform_dislr", "messages": messages, "n_pilot": n_pilot}
     else:
-        model = batch_kpca(Y, kernel, k, center)
+        weights = inclusion_weights(cluster, Y, arrivals, info.n_samples,
+                                    "batch KPCA: copies")
+        model = batch_kpca(Y, kernel, k, center, weights)
         broadcast_landmark_model(cluster, model, "batch KPCA: landmarks and components")
         model.info = {"method": "uniform_batch", "n_pilot": n_pilot}
     return model, replace(plan, method=method, forecast=forecast, reason=reason, pilot=pilot)

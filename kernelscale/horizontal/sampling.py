@@ -80,7 +80,7 @@ def distinct_rows(Y) -> np.ndarray:
 
 
 def sample_distinct(cluster: Cluster, kept, budget: int, weights, capacity, step, rng,
-                    round_name: str, redraw: bool = True):
+                    round_name: str, redraw: bool = True, arrivals: list | None = None):
     """Draw rows with ``step`` until ``kept`` plus the new rows hold ``budget`` distinct points.
 
     The master's side of every sampling stage. Each round allocates the
@@ -96,7 +96,9 @@ def sample_distinct(cluster: Cluster, kept, budget: int, weights, capacity, step
     when the budget is met or no worker has capacity left; capacity shrinks
     every round, so it always ends. With ``redraw=False`` it stops after the
     first round (a word budget: the copies' replacements were not forecast),
-    leaving the sample short by the copies.
+    leaving the sample short by the copies. ``arrivals``, when given, gets
+    every round's replies' rows, one entry per worker (``None`` for a worker
+    that sent none), for :func:`inclusion_weights`.
 
     Returns
     -------
@@ -122,6 +124,8 @@ def sample_distinct(cluster: Cluster, kept, budget: int, weights, capacity, step
         remaining = np.where(got < counts, 0, remaining - counts)
         remaining[sorted(cluster.lost_workers)] = 0
         new = stack_rows([r["raw_points"] for r in answered(replies)])
+        if arrivals is not None:
+            arrivals.append([None if r is None else r["raw_points"] for r in replies])
         before = [b for b in (kept, chosen) if b is not None]
         offset = sum(b.shape[0] for b in before)
         first = distinct_rows(stack_rows(before + [new]))
@@ -138,7 +142,7 @@ def sample_distinct(cluster: Cluster, kept, budget: int, weights, capacity, step
 
 
 def uniform_sample(cluster: Cluster, n_rows, budget: int, rng, round_name: str,
-                   kept=None, redraw: bool = True):
+                   kept=None, redraw: bool = True, arrivals: list | None = None):
     """Sample ``budget`` distinct points uniformly over all workers' rows.
 
     Two rounds: each worker's own seed (``round_name + ': seeds'``, one word
@@ -150,7 +154,54 @@ def uniform_sample(cluster: Cluster, n_rows, budget: int, rng, round_name: str,
                         round=f"{round_name}: seeds", kind="seed")
     rows = np.asarray(n_rows, dtype=np.int64)
     return sample_distinct(cluster, kept, budget, rows, rows, uniform_sample_step, rng,
-                           round_name, redraw)
+                           round_name, redraw, arrivals)
+
+
+def inclusion_weights(cluster: Cluster, Y, arrivals: list, n_samples: int,
+                      round_name: str) -> np.ndarray:
+    """Weights that make the distinct points ``Y`` of a uniform sample stand for all rows.
+
+    A uniform sample holds each distinct point once, so a point with c copies
+    in the data (spam has one with 69) counts as one row. Each worker replies
+    with the copies in its partition of every row it sent (round
+    ``round_name``, one word per row received, in the order sent;
+    :func:`sent_copies_step`); a point's copies c are the sum over the workers
+    that sent it. The sample consumed every copy of each row it drew, so it is
+    a uniform sample of rows at the rate q = (copies consumed) / n, which
+    holds a point with c copies with probability ``1 - (1 - q)^c``; its
+    Horvitz-Thompson weight is c over that probability (about 1/q for a point
+    without copies, c for one drawn surely). Returned scaled to mean 1.
+    ``arrivals``: the rows each worker sent, per sampling round (from
+    :func:`uniform_sample` or :func:`sample_distinct`).
+    """
+    replies = cluster.broadcast_map(sent_copies_step, round=round_name, reply_kind="scalars")
+    where = {_row_key(Y, i): i for i in range(Y.shape[0])}
+    copies = np.zeros(Y.shape[0])
+    consumed = 0.0
+    for worker, counts in enumerate(replies):
+        if counts is None:  # lost (lost="drop"): its points count their own row
+            continue
+        rows = [block[worker] for block in arrivals if block[worker] is not None]
+        sent = stack_rows(rows) if rows else None
+        for j, count in enumerate(np.asarray(counts, dtype=float)):
+            consumed += count
+            i = where.get(_row_key(sent, j))
+            if i is not None:  # a row the master kept (a top-up's overshoot is not)
+                copies[i] += count
+    copies = np.maximum(copies, 1.0)
+    rate = min(consumed / n_samples, 1.0)
+    weights = copies / -np.expm1(copies * np.log1p(-rate)) if rate < 1.0 else copies
+    return weights / weights.mean()
+
+
+def _row_key(X, i: int) -> bytes:
+    """A row's exact value as bytes (CSR: its canonical indices and values)."""
+    if sp.issparse(X):
+        row = sp.csr_matrix(X[i], copy=True)
+        row.sum_duplicates()
+        row.eliminate_zeros()
+        return row.indices.tobytes() + b"|" + (row.data + 0.0).tobytes()
+    return (np.asarray(X[i], dtype=float).ravel() + 0.0).tobytes()  # -0.0 == 0.0
 
 
 def sample_rows(state: WorkerState, weights: np.ndarray, count: int):
@@ -174,6 +225,7 @@ def sample_rows(state: WorkerState, weights: np.ndarray, count: int):
         picked.append(idx)
         count -= idx.size
     idx = np.sort(np.concatenate(picked)) if picked else np.zeros(0, dtype=np.intp)
+    state.sent = np.concatenate([getattr(state, "sent", np.zeros(0, dtype=np.intp)), idx])
     return state.data[idx]
 
 
@@ -205,6 +257,23 @@ def _mark_sampled_with_copies(state: WorkerState, idx: np.ndarray) -> np.ndarray
         state.sampled[copies] = True
         taken.update(copies.tolist())
     return np.asarray(keep, dtype=np.intp)
+
+
+@worker_step
+def sent_copies_step(state: WorkerState):
+    """The copies in this partition (the row itself included) of every row sent so far,
+    in the order sent (for :func:`inclusion_weights`)."""
+    sent = getattr(state, "sent", np.zeros(0, dtype=np.intp))
+    if sent.size == 0:
+        return np.zeros(0)
+    h = state.row_hash  # set when the rows were drawn
+    order = np.argsort(h, kind="stable")
+    lo = np.searchsorted(h[order], h[sent], side="left")
+    hi = np.searchsorted(h[order], h[sent], side="right")
+    counts = (hi - lo).astype(float)
+    for j in np.flatnonzero(counts > 1):  # a shared hash: count the exactly equal rows
+        counts[j] = np.count_nonzero(_equal_rows(state.data, order[lo[j]:hi[j]], sent[j]))
+    return counts
 
 
 def _is_in(values: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -392,6 +461,7 @@ def uniform_setup_step(state: WorkerState, own_seed: int):
     """Uniform baselines: a fresh sampler state (own seed, nothing sampled yet)."""
     state.rng = np.random.default_rng(own_seed)
     state.sampled = np.zeros(state.data.shape[0], dtype=bool)
+    state.sent = np.zeros(0, dtype=np.intp)
 
 
 def stack_rows(blocks):
