@@ -293,6 +293,29 @@ def compact_table(table) -> str:
     return "\n".join(lines)
 
 
+def forecast_alone_line(table) -> str:
+    """The plan before the pilot: exact where it fits within B, else disKPCA (ridge)."""
+    met, worst = 0, (0.0, None)
+    for c in table:
+        plan = c["mean"].get("exact", c["mean"].get("diskpca (ridge)"))
+        best = c["mean"][c["best"]]
+        if plan is None:
+            continue
+        ratio = plan / best if best > 0 else 1.0
+        if best < AT_OPTIMUM or ratio <= TOLERANCE:
+            met += 1
+        elif ratio > worst[0]:
+            worst = (ratio, c["key"])
+    text = (f"- The forecast alone (the plan before the pilot: exact where it fits within B, "
+            f"else disKPCA with the ridge sampler) is within {TOLERANCE} x in {met} of "
+            f"{len(table)} cells")
+    if worst[1] is not None:
+        d, k, centred, b = worst[1]
+        text += (f"; its worst cell: {d} {KERNEL_LABELS[k]} {'c' if centred else 'u'} "
+                 f"B={b:,}, {worst[0]:.2f}x")
+    return text + "."
+
+
 def _g(value: float) -> str:
     return f"{value:.3g}"
 
@@ -337,6 +360,7 @@ def write_summary(rows: list[dict], out: Path) -> None:
         lines.append(f"- Of the {len(missed)} misses, {len(within)} are within 2 standard "
                      f"errors (the budgeted fit and the best method are different random "
                      f"draws); {len(missed) - len(within)} are not.")
+    lines.append(forecast_alone_line(table))
     chosen = defaultdict(int)
     for c in table:
         for m, n in c["chosen"].items():
