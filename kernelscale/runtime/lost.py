@@ -4,10 +4,12 @@ A backend that notices a lost worker (a Flower SuperNode that left or stopped
 answering) hands it to :meth:`LostWorkers.settle_lost`. With ``lost="error"``,
 or in a round that needs every reply, that raises one
 :class:`~kernelscale.runtime.WorkerError` naming the worker and the round. With
-``lost="drop"``, inside the rounds a protocol marks with
-:meth:`LostWorkers.tolerating_lost`, the worker is dropped for the rest of the
-fit: a :class:`LostWorkerWarning` names it, it answers ``None`` from then on,
-nothing more is sent to it (or counted), and every summed round is rescaled by
+``lost="drop"``, in the rounds a protocol marks as able to go on without it
+(:meth:`LostWorkers.tolerating_lost` around them, or
+:meth:`LostWorkers.tolerate_lost_from_here` after the validation round), the
+worker is dropped for the rest of the fit: a :class:`LostWorkerWarning` names
+it, it answers ``None`` from then on, nothing more is sent to it (or
+counted), and every summed round is rescaled by
 ``N / N_answered`` (rows of all partitions over rows of those that answered,
 known from the validation round): the ratio estimate of a sum over rows.
 """
