@@ -55,6 +55,18 @@ def table(name: str, rows: list[dict], budgets, cost: str | None = None) -> list
     return out
 
 
+def best_per_budget(rows: list[dict], budgets, cost: str) -> list[str]:
+    """The method with the lowest mean within each budget any method reaches."""
+    best = best_within(rows, budgets, measure_of(rows), cost)
+    winners = []
+    for b in budgets:
+        reached = {label: best[label][b][0] for label in best
+                   if label in SHORT and b in best[label]}
+        if reached:
+            winners.append(min(reached, key=reached.get))
+    return winners
+
+
 def _short(value: float) -> str:
     """Two significant digits; 0 for the exact optimum (|excess| < 1e-10)."""
     return "0" if abs(value) < 1e-10 else f"{value:.2g}"
@@ -111,9 +123,15 @@ def main(argv=None) -> None:
                   "| experiment | measure | method | "
                   + " | ".join(f"T = {t:g} s" for t in SECONDS) + " |",
                   "|---|---|---|" + "---|" * len(SECONDS)]
+        wins: dict[str, int] = {}
         for name, rows in results.items():
             if measure_of(rows) != "objective":
                 lines += table(name, rows, SECONDS, cost)
+                for label in best_per_budget(rows, SECONDS, cost):
+                    wins[label] = wins.get(label, 0) + 1
+        lines += ["", f"Lowest mean per (experiment, T), over {sum(wins.values())} cells: "
+                  + ", ".join(f"{SHORT[m]} {n}" for m, n in sorted(
+                      wins.items(), key=lambda kv: -kv[1])) + "."]
     out = RESULTS / "diskpca_words.md"
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out}")
