@@ -297,42 +297,33 @@ def test_a_node_killed_mid_fit_gives_one_worker_error_naming_it(federation, kill
 def test_a_node_that_leaves_mid_diskpca_is_dropped_and_the_fit_completes(federation, killable):
     """lost="drop" under disKPCA: node 2 stops (SIGTERM, so no round timeout to wait; a
     SIGKILL ends in the same drop, as the FK tests above show) after the first ridge
-    round's residuals. DistributedKernelPCA finishes on the two others, with the model and
-    the ledger of the in-process run that loses worker 2 in the same round
-    (tests/test_lost_workers.py checks those in-process runs against exact references,
-    the spectral clustering's labels among them)."""
+    round's residuals. disKPCA finishes on the two others, with the model and the ledger
+    of the in-process run that loses worker 2 in the same round
+    (tests/test_lost_workers.py checks those in-process runs against exact references).
+    Then a protocol that needs every client, the vertical one-shot KPCA (a party's
+    features), gets one WorkerError naming the stopped node and why it is not dropped."""
     from losing import LosingCluster
 
-    from kernelscale import DistributedKernelPCA
     from kernelscale.horizontal import diskpca
     from kernelscale.runtime import LostWorkerWarning
 
     cluster = killable(lost="drop")
+    node = cluster.node_ids[KILLED]
     cluster.add_listener(_stop_at(federation, cluster, "ridge sampling 1: residuals", 1,
                                   signal.SIGTERM))
+    kernel = make_kernel("rbf", gamma=0.5)
     local = LosingCluster(ROWS, "ridge sampling 1", victim=KILLED)
     with pytest.warns(LostWorkerWarning):
-        expected = diskpca(local, make_kernel("rbf", gamma=0.5), 2, n_landmarks=8, center=True,
-                           random_state=4)
-    fitted = DistributedKernelPCA(2, gamma=0.5, method="diskpca", n_landmarks=8, n_workers=3,
-                                  backend="flower", client=cluster, random_state=4)
-    with pytest.warns(LostWorkerWarning, match=rf"worker {KILLED} \(Flower node \d+\) was lost "
-                                               r"in round 'ridge sampling 1'"):
-        fitted.fit(None)
-    assert fitted.lost_workers_ == [KILLED]
+        expected = diskpca(local, kernel, 2, n_landmarks=8, center=True, random_state=4)
+    with pytest.warns(LostWorkerWarning, match=rf"worker {KILLED} \(Flower node {node}\) was "
+                                               r"lost in round 'ridge sampling 1'"):
+        got = diskpca(cluster, kernel, 2, n_landmarks=8, center=True, random_state=4)
+    assert cluster.lost_workers == {KILLED}
     for name in ("landmarks", "coef", "eigenvalues", "center"):
-        np.testing.assert_allclose(getattr(fitted.model_, name), getattr(expected, name),
-                                   atol=TOL)
-    fit_rounds = [m for m in local.ledger.rounds() if m.phase == "fit"]
-    assert [m for m in fitted.communication_.rounds() if m.phase == "fit"] == fit_rounds
+        np.testing.assert_allclose(getattr(got, name), getattr(expected, name), atol=TOL)
+    assert cluster.ledger.rounds("fit") == local.ledger.rounds("fit")
 
-
-def test_a_protocol_that_needs_every_reply_names_the_lost_node(federation, killable):
-    """lost="drop" cannot leave a client out of the vertical one-shot KPCA (a party's
-    features): one WorkerError naming the stopped node and why it is not dropped."""
-    cluster = killable(lost="drop", data_key="block-path")
-    node = cluster.node_ids[KILLED]
-    federation.stop_node(KILLED, signal.SIGTERM)  # leaves at once: no timeout to wait
+    cluster.data_key = "block-path"
     with pytest.raises(WorkerError, match=rf"worker {KILLED} failed .*node {node} lost.*"
                                           "cannot leave it out here"):
         one_shot_kpca(cluster, make_kernel("rbf", gamma=0.5), 2)
