@@ -23,6 +23,7 @@ from kernelscale.horizontal.diskpca import (
     check_budgets,
     check_kernel_input,
     check_landmark_count,
+    refuse_square_matrices,
 )
 from kernelscale.horizontal.dislr import cap_at_rank, dislr
 from kernelscale.horizontal.sampling import inclusion_weights, stack_rows, uniform_sample
@@ -58,13 +59,10 @@ def check_batch_size(n_points: int, method: str, instead: str) -> None:
     (8 n^2 bytes) and a few copies of it while it is centred and decomposed; above
     :data:`EXACT_REFERENCE_MAX_SAMPLES` points that is GiBs, and a traceback half-way.
     """
-    if n_points <= EXACT_REFERENCE_MAX_SAMPLES:
-        return
-    gib = 8.0 * n_points**2 / 2**30
-    raise ValueError(
+    refuse_square_matrices(n_points, lambda gib: (
         f"method={method!r} builds the {n_points:,} x {n_points:,} kernel matrix at the "
         f"master: {gib:.1f} GiB, and a few copies of it while it is centred and "
-        f"decomposed. It is limited to {EXACT_REFERENCE_MAX_SAMPLES:,} points; {instead}.")
+        f"decomposed. It is limited to {EXACT_REFERENCE_MAX_SAMPLES:,} points; {instead}."))
 
 
 def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,

@@ -109,6 +109,13 @@ def check_budgets(info: PartitionInfo, n_components: int, n_landmarks: int) -> i
     return int(n_landmarks)
 
 
+def refuse_square_matrices(n: int, message) -> None:
+    """Raise ``ValueError(message(gib))`` when n x n float64 matrices (``gib`` GiB each)
+    exceed :data:`~kernelscale.metrics.lowrank.EXACT_REFERENCE_MAX_SAMPLES` rows."""
+    if n > EXACT_REFERENCE_MAX_SAMPLES:
+        raise ValueError(message(8.0 * n**2 / 2**30))
+
+
 def check_landmark_count(n_landmarks: int, method: str) -> None:
     """Refuse, before any round, a |Y| whose |Y| x |Y| matrices would not fit.
 
@@ -117,15 +124,12 @@ def check_landmark_count(n_landmarks: int, method: str) -> None:
     :data:`~kernelscale.metrics.lowrank.EXACT_REFERENCE_MAX_SAMPLES` landmarks
     that is GiBs per copy, and a traceback half-way.
     """
-    if n_landmarks <= EXACT_REFERENCE_MAX_SAMPLES:
-        return
-    gib = 8.0 * n_landmarks**2 / 2**30
-    raise ValueError(
+    refuse_square_matrices(n_landmarks, lambda gib: (
         f"method={method!r} with n_landmarks={n_landmarks:,}: disLR holds "
         f"{n_landmarks:,} x {n_landmarks:,} matrices at the master and on every worker "
         f"({gib:.1f} GiB each, and a few copies while they are decomposed). It is limited "
         f"to {EXACT_REFERENCE_MAX_SAMPLES:,} landmarks; lower n_landmarks (a few thousand "
-        "landmarks already give disLR a large span).")
+        "landmarks already give disLR a large span)."))
 
 
 def check_kernel_input(kernel: Kernel, info: PartitionInfo) -> None:

@@ -65,18 +65,25 @@ def distinct_rows(Y) -> np.ndarray:
     """
     if not sp.issparse(Y):
         return unique_rows(Y)
-    Y = sp.csr_matrix(Y, copy=True)
-    Y.sum_duplicates()
-    Y.eliminate_zeros()
-    Y.data[Y.data == 0] = 0.0  # -0.0 and 0.0 are equal
     seen, first = set(), []
-    for i in range(Y.shape[0]):
-        lo, hi = Y.indptr[i], Y.indptr[i + 1]
-        key = (Y.indices[lo:hi].tobytes(), Y.data[lo:hi].tobytes())
+    for i, key in enumerate(row_keys(Y)):
         if key not in seen:
             seen.add(key)
             first.append(i)
     return np.asarray(first, dtype=np.intp)
+
+
+def row_keys(X) -> list[bytes]:
+    """Each row's exact value as bytes, equal for equal rows (-0.0 and 0.0 alike; a CSR
+    row by its canonical indices and values, without densifying it)."""
+    if not sp.issparse(X):
+        return [row.tobytes() for row in np.asarray(X, dtype=float) + 0.0]
+    X = sp.csr_matrix(X, copy=True)
+    X.sum_duplicates()
+    X.eliminate_zeros()
+    X.data[X.data == 0] = 0.0  # -0.0 and 0.0 are equal
+    return [X.indices[lo:hi].tobytes() + b"|" + X.data[lo:hi].tobytes()
+            for lo, hi in zip(X.indptr[:-1], X.indptr[1:], strict=True)]
 
 
 def sample_distinct(cluster: Cluster, kept, budget: int, weights, capacity, step, rng,
@@ -175,33 +182,23 @@ def inclusion_weights(cluster: Cluster, Y, arrivals: list, n_samples: int,
     :func:`uniform_sample` or :func:`sample_distinct`).
     """
     replies = cluster.broadcast_map(sent_copies_step, round=round_name, reply_kind="scalars")
-    where = {_row_key(Y, i): i for i in range(Y.shape[0])}
+    where = {key: i for i, key in enumerate(row_keys(Y))}
     copies = np.zeros(Y.shape[0])
     consumed = 0.0
     for worker, counts in enumerate(replies):
-        if counts is None:  # lost (lost="drop"): its points count their own row
-            continue
         rows = [block[worker] for block in arrivals if block[worker] is not None]
-        sent = stack_rows(rows) if rows else None
-        for j, count in enumerate(np.asarray(counts, dtype=float)):
+        if counts is None or not rows:  # lost (lost="drop"): its points count one row
+            continue
+        for key, count in zip(row_keys(stack_rows(rows)), np.asarray(counts, dtype=float),
+                              strict=True):
             consumed += count
-            i = where.get(_row_key(sent, j))
+            i = where.get(key)
             if i is not None:  # a row the master kept (a top-up's overshoot is not)
                 copies[i] += count
     copies = np.maximum(copies, 1.0)
     rate = min(consumed / n_samples, 1.0)
     weights = copies / -np.expm1(copies * np.log1p(-rate)) if rate < 1.0 else copies
     return weights / weights.mean()
-
-
-def _row_key(X, i: int) -> bytes:
-    """A row's exact value as bytes (CSR: its canonical indices and values)."""
-    if sp.issparse(X):
-        row = sp.csr_matrix(X[i], copy=True)
-        row.sum_duplicates()
-        row.eliminate_zeros()
-        return row.indices.tobytes() + b"|" + (row.data + 0.0).tobytes()
-    return (np.asarray(X[i], dtype=float).ravel() + 0.0).tobytes()  # -0.0 == 0.0
 
 
 def sample_rows(state: WorkerState, weights: np.ndarray, count: int):
@@ -213,7 +210,7 @@ def sample_rows(state: WorkerState, weights: np.ndarray, count: int):
     """
     if count == 0:
         return _empty_rows(state.data)
-    picked = []
+    picked, copies = [], []
     while count > 0:
         p = np.where(state.sampled, 0.0, weights)
         available = np.count_nonzero(p)
@@ -221,16 +218,23 @@ def sample_rows(state: WorkerState, weights: np.ndarray, count: int):
             break
         idx = state.rng.choice(len(p), size=min(count, available), replace=False,
                                p=p / p.sum())
-        idx = _mark_sampled_with_copies(state, np.sort(idx))
+        idx, local_copies = _mark_sampled_with_copies(state, np.sort(idx))
         picked.append(idx)
+        copies.append(local_copies)
         count -= idx.size
-    idx = np.sort(np.concatenate(picked)) if picked else np.zeros(0, dtype=np.intp)
-    state.sent = np.concatenate([getattr(state, "sent", np.zeros(0, dtype=np.intp)), idx])
-    return state.data[idx]
+    if not picked:
+        return _empty_rows(state.data)
+    idx, copies = np.concatenate(picked), np.concatenate(copies)
+    order = np.argsort(idx, kind="stable")
+    # Each sent row's copies in this partition, in the order sent (sent_copies_step).
+    state.sent_copies = np.concatenate([getattr(state, "sent_copies", np.zeros(0)),
+                                        copies[order]])
+    return state.data[idx[order]]
 
 
-def _mark_sampled_with_copies(state: WorkerState, idx: np.ndarray) -> np.ndarray:
-    """Mark rows ``idx`` and their local copies sampled; return ``idx`` without copies.
+def _mark_sampled_with_copies(state: WorkerState, idx: np.ndarray):
+    """Mark rows ``idx`` and their local copies sampled; return ``idx`` without copies,
+    and how many copies (itself included) each has in the partition.
 
     Copies are found through a random-projection hash of every row (computed
     once per worker, O(nnz)) and confirmed by exact comparison. On data
@@ -245,8 +249,8 @@ def _mark_sampled_with_copies(state: WorkerState, idx: np.ndarray) -> np.ndarray
     candidates = np.flatnonzero(_is_in(h, h[idx]))
     state.sampled[idx] = True
     if candidates.size == idx.size == np.unique(h[idx]).size:  # no hash shared: no copies
-        return idx
-    keep = []
+        return idx, np.ones(idx.size)
+    keep, counts = [], []
     taken = set()
     for i in idx:
         if i in taken:
@@ -256,24 +260,15 @@ def _mark_sampled_with_copies(state: WorkerState, idx: np.ndarray) -> np.ndarray
         copies = group[_equal_rows(X, group, i)]
         state.sampled[copies] = True
         taken.update(copies.tolist())
-    return np.asarray(keep, dtype=np.intp)
+        counts.append(copies.size)
+    return np.asarray(keep, dtype=np.intp), np.asarray(counts, dtype=float)
 
 
 @worker_step
 def sent_copies_step(state: WorkerState):
     """The copies in this partition (the row itself included) of every row sent so far,
-    in the order sent (for :func:`inclusion_weights`)."""
-    sent = getattr(state, "sent", np.zeros(0, dtype=np.intp))
-    if sent.size == 0:
-        return np.zeros(0)
-    h = state.row_hash  # set when the rows were drawn
-    order = np.argsort(h, kind="stable")
-    lo = np.searchsorted(h[order], h[sent], side="left")
-    hi = np.searchsorted(h[order], h[sent], side="right")
-    counts = (hi - lo).astype(float)
-    for j in np.flatnonzero(counts > 1):  # a shared hash: count the exactly equal rows
-        counts[j] = np.count_nonzero(_equal_rows(state.data, order[lo[j]:hi[j]], sent[j]))
-    return counts
+    in the order sent (for :func:`inclusion_weights`), as counted when they were drawn."""
+    return getattr(state, "sent_copies", np.zeros(0))
 
 
 def _is_in(values: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -461,7 +456,7 @@ def uniform_setup_step(state: WorkerState, own_seed: int):
     """Uniform baselines: a fresh sampler state (own seed, nothing sampled yet)."""
     state.rng = np.random.default_rng(own_seed)
     state.sampled = np.zeros(state.data.shape[0], dtype=bool)
-    state.sent = np.zeros(0, dtype=np.intp)
+    state.sent_copies = np.zeros(0)
 
 
 def stack_rows(blocks):
