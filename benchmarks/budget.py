@@ -84,20 +84,51 @@ COLUMNS = ("dataset", "kernel", "centred", "budget", "seed", "method", "chosen",
            "n_landmarks", "fit_words", "seconds", "error", "excess", "reason")
 
 
-def rule_fingerprint() -> str:
-    """A fingerprint of the budget rule (its functions' source and thresholds).
-
-    A cached budgeted fit is redone when it changes; docstrings elsewhere do not count.
-    """
+def _source_fingerprint(functions, extra: str = "") -> str:
+    """A hash of the functions' code (their docstrings and comments left out) and ``extra``."""
+    import ast
     import inspect
+    import textwrap
 
+    parts = [extra]
+    for function in functions:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+        body = tree.body[0].body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            tree.body[0].body = body[1:]
+        parts.append(ast.unparse(tree))
+    return hashlib.sha256("".join(parts).encode()).hexdigest()[:12]
+
+
+def sampler_fingerprint() -> str:
+    """A fingerprint of the ridge sampler (its schedule, ridge and rounds).
+
+    A cached fit that runs it (the sized 'diskpca (ridge)' and every budgeted
+    fit) is redone when it changes.
+    """
+    from importlib import import_module
+
+    diskpca = import_module("kernelscale.horizontal.diskpca")
+    return _source_fingerprint((diskpca.ridge_schedule, diskpca.default_pilot_size,
+                                diskpca.pilot_ridge, diskpca.ridge_sample))
+
+
+def rule_fingerprint() -> str:
+    """A fingerprint of the budget rule (its functions' source and thresholds) and sampler.
+
+    A cached budgeted fit is redone when it changes (not when a docstring does).
+    """
     from kernelscale.horizontal import budget, pilot
 
-    parts = [inspect.getsource(f) for f in (budget._choose, budget.pilot_sizes,
-                                             pilot.flatness, pilot.diagonal_spread,
-                                             pilot.choose_after_pilot, pilot.piloted_fit)]
-    parts += [repr((pilot.FLAT, pilot.BATCH_RATIO, pilot.MAX_SPREAD))]
-    return hashlib.sha256("".join(parts).encode()).hexdigest()[:12]
+    return _source_fingerprint(
+        (budget._choose, budget.pilot_sizes, pilot.flatness, pilot.diagonal_spread,
+         pilot.choose_after_pilot, pilot.piloted_fit),
+        repr((pilot.FLAT, pilot.BATCH_RATIO, pilot.MAX_SPREAD)) + sampler_fingerprint())
+
+
+def method_tag(name: str, rule: str, sampler: str) -> str:
+    """The cache tag of a fit: the rule's fingerprint, the sampler's, or none."""
+    return {"budget": rule, "diskpca (ridge)": sampler}.get(name, "")
 
 
 def load_data(dataset: str) -> np.ndarray:
@@ -172,7 +203,7 @@ def settings(datasets, kernels):
 
 def run(args, cache: Cache) -> None:
     """Seed after seed over the grid: the sized methods and the budgeted fit of each cell."""
-    rule = rule_fingerprint()
+    rule, sampler = rule_fingerprint(), sampler_fingerprint()
     data, kernels, refs = {}, {}, {}
     for seed in args.seeds:
         for dataset, which, centred in settings(args.datasets, args.kernels):
@@ -189,7 +220,8 @@ def run(args, cache: Cache) -> None:
             todo = []
             for budget in args.budgets:
                 if args.part in ("all", "sized"):
-                    todo += [(budget, name, "", options) for name, options in METHODS.items()]
+                    todo += [(budget, name, method_tag(name, rule, sampler), options)
+                             for name, options in METHODS.items()]
                 if args.part in ("all", "budget"):
                     todo.append((budget, "budget", rule, {}))
             start, count = time.perf_counter(), 0
@@ -208,13 +240,13 @@ def run(args, cache: Cache) -> None:
                   f"{count} fits, {time.perf_counter() - start:.0f} s", flush=True)
 
 
-def collect(cache: Cache, rule: str) -> list[dict]:
-    """The cached rows of the current rule (budgeted fits) and of every sized method."""
+def collect(cache: Cache, rule: str, sampler: str) -> list[dict]:
+    """The cached rows of the current rule (budgeted fits), sampler and every sized method."""
     rows = []
     for dataset, which, centred in settings(DATASETS, KERNELS):
         for (_, _, method, tag), r in sorted(cache.load(dataset, which, centred)
                                                      .items(), key=lambda kv: str(kv[0])):
-            if r["error"] is None or (method == "budget" and tag != rule):
+            if r["error"] is None or tag != method_tag(method, rule, sampler):
                 continue
             rows.append({c: r.get(c, "") for c in COLUMNS})
     return rows
@@ -441,7 +473,7 @@ def main(argv=None) -> int:
     cache = Cache(args.out / "cache")
     if not args.summary_only:
         run(args, cache)
-    rows = collect(cache, rule_fingerprint())
+    rows = collect(cache, rule_fingerprint(), sampler_fingerprint())
     if rows:
         write_rows(args.out / "results.csv", rows)
         write_summary(rows, args.out)

@@ -135,7 +135,7 @@ def round_floor(parts, gamma, n_points, work, n_jobs, chunk=DEFAULT_CHUNK_SIZE) 
 
 def floors(parts, kernel, n_landmarks, n_jobs) -> dict[str, float]:
     """The arithmetic floor of each round that evaluates kernel blocks (default sampler)."""
-    targets = ridge_schedule(10, n_landmarks)
+    targets = ridge_schedule(kernel, 10, n_landmarks)
     out = {f"ridge sampling {j}: residuals": round_floor(parts, kernel.gamma, n_points,
                                                          residual_chunk, n_jobs)
            for j, n_points in enumerate(targets[:-1], start=1)}

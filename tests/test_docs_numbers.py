@@ -60,6 +60,10 @@ SCRIPT_RESULTS = {
     "dask_overhead": "dask",
     "budget_hybrids": "budget",  # writes results/budget/hybrids.md
     "budget_hybrids.md": "budget",  # the site's page of that file
+    "budget_pilot_size": "budget",  # writes results/budget/pilot_size.md
+    "budget_pilot_size.md": "budget",
+    "budget_pilot_signals": "budget",  # writes results/budget/pilot_signals.md
+    "budget_pilot_signals.md": "budget",
 }
 
 CITATIONS = [

@@ -72,13 +72,29 @@ def test_ridge_sampler_keeps_the_lead_where_few_points_carry_the_energy(digits, 
         assert _excess(ridge, X, ref) < 0.1 * _excess(uniform, X, ref)
 
 
-def test_ridge_schedule_depends_on_k_and_budget_only():
-    assert ridge_schedule(10, 400) == [100, 200, 400]
-    assert ridge_schedule(10, 50) == [13, 26, 50]
-    assert ridge_schedule(10, 30) == [10, 20, 30]
-    assert ridge_schedule(10, 10) == [10]  # the pilot is the whole budget: no ridge round
-    assert ridge_schedule(5, 60, n_pilot=30) == [30, 60]
-    assert ridge_schedule(5, 60, n_pilot=1) == [1, 2, 4, 8, 16, 32, 60]
+def test_ridge_schedule_depends_on_the_kernel_kind_k_and_budget_only():
+    assert ridge_schedule(RBF, 10, 400) == [100, 200, 400]
+    assert ridge_schedule(RBF, 10, 50) == [13, 26, 50]
+    assert ridge_schedule(RBF, 10, 30) == [10, 20, 30]
+    assert ridge_schedule(RBF, 10, 10) == [10]  # the pilot is the whole budget: no ridge round
+    assert ridge_schedule(RBF, 5, 60, n_pilot=30) == [30, 60]
+    assert ridge_schedule(RBF, 5, 60, n_pilot=1) == [1, 2, 4, 8, 16, 32, 60]
+    # k(a, a) grows with the norm: a pilot of k points, then doubling residual rounds
+    for kernel in (make_kernel("poly", degree=4, gamma=0.1), make_kernel("arccos", order=2),
+                   make_kernel("linear")):
+        assert ridge_schedule(kernel, 10, 400) == [10, 20, 40, 80, 160, 320, 400]
+        assert ridge_schedule(kernel, 10, 400, n_pilot=100) == [100, 200, 400]
+    assert ridge_schedule(make_kernel("laplacian", gamma=0.1), 10, 400)[0] == 100
+
+
+def test_a_pilot_of_k_points_samples_by_the_plain_residual(digits):
+    """With |P| = k the pilot has no eigenvalue beyond k: the ridge is 0 in every round."""
+    kernel = make_kernel("poly", degree=4, gamma=1 / 64, coef0=1.0)
+    model, cluster, _ = _fit(digits, kernel, seed=0, n_landmarks=40)
+    assert model.info["ridge"] == 0.0
+    assert model.info["n_leverage"] == 5
+    rounds = [r for r in cluster.ledger.words_by_round("fit") if r.endswith(": residuals")]
+    assert len(rounds) == len(ridge_schedule(kernel, 5, 40)) - 1 == 3
 
 
 def _expected_ridge_rounds(n_y, targets, s, d, k, center):
@@ -102,7 +118,7 @@ def _expected_ridge_rounds(n_y, targets, s, d, k, center):
 def test_ridge_ledger_counts_every_word(digits, center, n_landmarks):
     X, s, k = digits, 4, 5
     model, cluster, _ = _fit(X, RBF, seed=1, center=center, n_landmarks=n_landmarks)
-    targets = ridge_schedule(k, n_landmarks)
+    targets = ridge_schedule(RBF, k, n_landmarks)
     expected = _expected_ridge_rounds(n_landmarks, targets, s, X.shape[1], k, center)
     assert cluster.ledger.words_by_round("fit") == expected
     # Every landmark travels up once and down once to each worker, as in uniform + disLR.

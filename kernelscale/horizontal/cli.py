@@ -144,7 +144,7 @@ def _print_budget(n_rows, d, args, options) -> None:
         from kernelscale.horizontal.diskpca import ridge_schedule
         from kernelscale.horizontal.pilot import FLAT
 
-        n_pilot = ridge_schedule(args.n_components, plan.n_landmarks)[0]
+        n_pilot = ridge_schedule(options["kernel"], args.n_components, plan.n_landmarks)[0]
         after = pilot_sizes(plan, n_pilot)
         options = ", ".join(f"{m} with {f.setting}" for m, f in after.items() if f is not None)
         print(f"  its uniform pilot of {n_pilot} points can change this: where the pilot's "

@@ -177,7 +177,8 @@ def diskpca(
         sampling: uniform fill'; ``model.info['n_uniform_fill']``).
     n_leverage : int, optional
         |P|, the first stage's points: the uniform pilot of the ridge sampler
-        (default ``ceil(|Y| / 4)``, at least k; :func:`ridge_schedule`) or the
+        (default :func:`default_pilot_size`: ``ceil(|Y| / 4)``, at least k, for
+        RBF and Laplacian kernels, k for the others) or the
         points sampled by leverage scores of the paper's (default
         :func:`default_n_leverage`). The rest of the budget is sampled adaptively.
     embedding_dim : int
@@ -201,12 +202,16 @@ def diskpca(
         (The kernel blocks follow the partitions: float32 partitions give
         float32 blocks, with the Gram and the residuals summed in float64.)
     sampler : {'ridge', 'paper'}
-        How Y is drawn. 'ridge' (default): a uniform pilot P, then two rounds
-        that double the landmarks by their ridge residual (:func:`ridge_sample`),
-        Musco and Musco's (2017) estimate of ridge leverage scores; it needs no
-        embedding (``embedding_dim``, ``row_sketch_dim``, ``n_random_features``
-        and ``embedding_dtype`` are then unused) and sends 14 words per worker
-        more than uniform + disLR (13 for arc-cosine). 'paper': Algorithm 2 of 001, P by the
+        How Y is drawn. 'ridge' (default): a uniform pilot P, then rounds that
+        double the landmarks by their ridge residual (:func:`ridge_sample`),
+        Musco and Musco's (2017) estimate of ridge leverage scores: two rounds
+        after a pilot of |Y|/4 with RBF and Laplacian kernels; with the others a
+        pilot of k points, whose ridge is 0, and log2(|Y|/k) rounds by the plain
+        residual (:func:`default_pilot_size`). It needs no embedding
+        (``embedding_dim``, ``row_sketch_dim``, ``n_random_features`` and
+        ``embedding_dtype`` are then unused) and sends, per worker, the kernel's
+        parameters once and 4 words per round more than uniform + disLR (14
+        words with two rounds and RBF). 'paper': Algorithm 2 of 001, P by the
         leverage scores of the embedding, then Y~ by the residual to
         span(phi(P)). On real data the paper's sampler loses to uniform sampling
         at equal words where the energy is spread (benchmarks/sampler.py).
@@ -272,7 +277,7 @@ def diskpca(
         ridge, n_first = 0.0, P.shape[0]
     else:
         # A uniform pilot P, then ridge-leverage rounds that double the landmarks
-        targets = ridge_schedule(n_components, n_landmarks, n_leverage)
+        targets = ridge_schedule(kernel, n_components, n_landmarks, n_leverage)
         Y, new_points, n_fill, ridge = ridge_sample(cluster, kernel, n_components, targets,
                                                     n_rows, center, int(chunk_size), rng,
                                                     redraw=redraw, pilot=pilot)
@@ -387,22 +392,48 @@ def residual_weights(sums):
     return weights, capacity
 
 
-def ridge_schedule(n_components: int, n_landmarks: int, n_pilot: int | None = None) -> list[int]:
+def ridge_schedule(kernel: Kernel, n_components: int, n_landmarks: int,
+                   n_pilot: int | None = None) -> list[int]:
     """Landmark counts after each stage of the ridge sampler: ``[|P|, ..., |Y|]``.
 
-    The uniform pilot P holds ``ceil(|Y| / 4)`` points (at least k, or
-    ``n_pilot``); each ridge round then doubles the landmarks, as the
-    recursive sampler of Musco and Musco (2017) does, up to |Y|: by default
-    ``[|Y|/4, |Y|/2, |Y|]``, two ridge rounds. The schedule depends on k and
-    |Y| only, so the number of rounds is known before the fit.
+    The uniform pilot P holds ``n_pilot`` points, by default
+    :func:`default_pilot_size`; each ridge round then doubles the landmarks,
+    as the recursive sampler of Musco and Musco (2017) does, up to |Y|. The
+    schedule depends on the kernel's kind, k and |Y| only, so the number of
+    rounds is known before the fit.
     """
     if n_pilot is None:
-        n_pilot = max(n_components, math.ceil(n_landmarks / 4))
+        n_pilot = default_pilot_size(kernel, n_components, n_landmarks)
     n_pilot = min(max(int(n_pilot), 1), n_landmarks)
     targets = [n_pilot]
     while targets[-1] < n_landmarks:
         targets.append(min(n_landmarks, 2 * targets[-1]))
     return targets
+
+
+def default_pilot_size(kernel: Kernel, n_components: int, n_landmarks: int) -> int:
+    """|P|, the ridge sampler's uniform pilot: ``ceil(|Y| / 4)`` or k, by the kernel's kind.
+
+    * RBF and Laplacian kernels (k(a, a) = 1 for every point): ``ceil(|Y| / 4)``,
+      at least k, then two ridge rounds. The pilot's tail beyond k sets the
+      ridge (:func:`pilot_ridge`), and a word budget reads the pilot's
+      flatness (:mod:`kernelscale.horizontal.pilot`).
+    * Polynomial, linear and arc-cosine kernels, whose k(a, a) grows with the
+      point's norm: k points. The energy sits with the points of large norm,
+      which the residual rounds find and a uniform pilot mostly misses. A
+      pilot of k points has no tail beyond k, so the ridge is 0 and each
+      round draws by the plain residual to span(phi(S)), the adaptive
+      sampling of paper 001's Algorithm 2, in doubling rounds. At equal words
+      (``benchmarks/budget_pilot_size.py``: five real sets, B = 3 x 10^4 to
+      10^6) its excess was 0.04-1.00x that of a |Y|/4 pilot with these
+      kernels (median 0.79x, lower in 34 of 40 cells, the rest equal), for
+      about 1.5x the fit seconds (more rounds). With RBF kernels it was
+      0.70-1.40x (median 1.00x; up to 1.40x on spam), so they keep
+      |Y|/4, which the word budget's pilot rule also reads.
+    """
+    if kernel.is_shift_invariant:
+        return max(n_components, math.ceil(n_landmarks / 4))
+    return n_components
 
 
 def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: list[int],
@@ -418,7 +449,7 @@ def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: l
     sends only the last round's points. Against uniform + disLR this costs,
     per worker, the kernel's parameters and the chunk size once (6 words for
     rbf, 5 for arc-cosine) and 4 words per round (the ridge, the two-number
-    reply, the count): 14 words with the default two rounds. The residuals are those of
+    reply, the count): 14 words with two rounds (RBF). The residuals are those of
     the uncentred feature map, as in the paper; with ``center=True`` lambda
     comes from the centred pilot.
 

@@ -190,7 +190,8 @@ default=None
         the data's feature count and at least ``n_components`` rows.
     n_leverage : int, optional
         |P|, the first stage's points out of ``n_landmarks``: the uniform
-        pilot of ``sampler='ridge'`` (default ``ceil(|Y| / 4)``, at least k) or
+        pilot of ``sampler='ridge'`` (default ``ceil(|Y| / 4)``, at least k,
+        with RBF and Laplacian kernels; k with the others) or
         the leverage-sampled points of ``sampler='paper'`` (default
         ``ceil(2 k ln k)``, at most half the budget); the rest adaptively.
     embedding_dim : int, default=50

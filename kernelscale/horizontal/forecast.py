@@ -290,7 +290,7 @@ def _ridge_sampling(rounds, targets, *, kernel, point, chunk_size) -> int:
 def _ridge_diskpca(rounds, n_landmarks, n_leverage, messages, *, kernel, k, point, chunk_size,
                    **options) -> None:
     """:func:`kernelscale.horizontal.diskpca.ridge_sample`, then disLR on the last points."""
-    new = _ridge_sampling(rounds, ridge_schedule(k, n_landmarks, n_leverage), kernel=kernel,
+    new = _ridge_sampling(rounds, ridge_schedule(kernel, k, n_landmarks, n_leverage), kernel=kernel,
                           point=point, chunk_size=chunk_size)
     _dislr(rounds, n_landmarks, new, messages, kernel=kernel, k=k, point=point,
            chunk_size=chunk_size, **options)

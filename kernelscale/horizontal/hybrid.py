@@ -227,7 +227,7 @@ def ridge_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
     info = validate_cluster(cluster)
     check_kernel_input(kernel, info)
     n_landmarks = check_budgets(info, n_components, n_landmarks)
-    targets = ridge_schedule(n_components, n_landmarks, n_leverage)
+    targets = ridge_schedule(kernel, n_components, n_landmarks, n_leverage)
     record: list = []
     Y, new_points, _, _ = ridge_sample(cluster, kernel, n_components, targets,
                                        np.array(info.n_rows), center, int(chunk_size), rng,
@@ -269,7 +269,7 @@ def forecast_ridge_batch(n_rows, n_features: int, n_components: int, n_landmarks
     n_y = min(int(n_landmarks), sum(n_rows))
     point, k = float(n_features), n_components
     rounds = _Rounds(len(n_rows))
-    new = _ridge_sampling(rounds, ridge_schedule(k, n_y, n_leverage), kernel=kernel,
+    new = _ridge_sampling(rounds, ridge_schedule(kernel, k, n_y, n_leverage), kernel=kernel,
                           point=point, chunk_size=chunk_size)
     rounds.add("ridge + batch: landmarks and components", DOWN, "raw_points", new * point)
     rounds.add("ridge + batch: landmarks and components", DOWN, "model",

@@ -2,7 +2,10 @@
 
 A budgeted fit (``DistributedKernelPCA(max_words=B)``) whose forecast picks
 disKPCA with the ridge sampler first draws that sampler's uniform pilot P
-(``ceil(|Y| / 4)`` points, at least k). P is also the first part of a uniform
+(:func:`~kernelscale.horizontal.diskpca.default_pilot_size`: ``ceil(|Y| / 4)``
+points, at least k, with RBF and Laplacian kernels; k points with polynomial,
+linear and arc-cosine kernels, where the diagonal rule below keeps the ridge
+sampler). P is also the first part of a uniform
 sample, so whatever the master then chooses, no pilot point is wasted: the
 ridge sampler goes on from it, and uniform + disLR and uniform + batch KPCA
 draw only the rest of their uniform sample.
@@ -156,7 +159,7 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
     info = validate_cluster(cluster)
     check_kernel_input(kernel, info)
     cluster.tolerate_lost_from_here()  # with lost="drop", a worker lost from here is left out
-    n_pilot = ridge_schedule(k, n_y, n_leverage)[0]
+    n_pilot = ridge_schedule(kernel, k, n_y, n_leverage)[0]
     # Step 1: the uniform pilot, the ridge sampler's first round (its words count in B)
     arrivals: list = []  # the rows each worker sent, for uniform + batch's weights
     P, received = uniform_sample(cluster, info.n_rows, n_pilot, rng, "pilot sampling",

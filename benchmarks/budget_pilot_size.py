@@ -1,0 +1,172 @@
+"""The ridge sampler's uniform pilot: |Y|/4 points or k, at equal words (issue 20).
+
+The ridge sampler (:func:`kernelscale.horizontal.diskpca.ridge_sample`) draws a
+uniform pilot P, then rounds that double the landmarks by their ridge
+residual. Two pilot sizes are compared here on the budget grid's data and
+kernels (``benchmarks/budget.py``: digits, letter, satellite, spam and
+insurance, standardised; RBF at 0.2 and 1.0 x the median distance, polynomial
+q = 4, arc-cosine order 2; centred; k = 10; power-law workers):
+
+* ``|Y|/4``: ``ceil(|Y| / 4)`` points (at least k), then two ridge rounds, the
+  ridge from the pilot's tail beyond k;
+* ``k``: k points, then log2(|Y| / k) rounds; the pilot has no eigenvalue
+  beyond k, so the ridge is 0 and every round draws by the plain residual.
+
+Each is sized to the same word budget B (the largest |Y| whose forecast, with
+its own pilot and rounds, is within B) and fitted with the same seeds and
+partitions; the criterion is the mean excess (err - opt) / (trace - opt)
+against the exact optimum (references cached in ``results/sampler/refs``).
+
+    python benchmarks/budget_pilot_size.py                 # about 5 minutes on one core
+    python benchmarks/budget_pilot_size.py --summary-only  # pilot_size.md from the CSV
+
+Writes ``benchmarks/results/budget/pilot_size.{csv,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from budget import DATASETS, KERNELS, REFS, load_data, n_workers  # noqa: E402
+from sampler import KERNEL_LABELS, make_setting_kernel, references  # noqa: E402
+
+from kernelscale.backends.local import LocalCluster  # noqa: E402
+from kernelscale.bench import write_rows  # noqa: E402
+from kernelscale.horizontal import distributed_error  # noqa: E402
+from kernelscale.horizontal.diskpca import diskpca  # noqa: E402
+from kernelscale.horizontal.forecast import forecast_words  # noqa: E402
+from kernelscale.partition import make_partition, split  # noqa: E402
+
+OUT = Path(__file__).parent / "results" / "budget"
+BUDGETS = (30_000, 100_000, 300_000, 1_000_000)
+K = 10
+PILOTS = {"|Y|/4": lambda n_y: max(K, math.ceil(n_y / 4)), "k": lambda n_y: K}
+
+
+def largest_within(pilot, budget: int, n_rows, d: int, kernel) -> int | None:
+    """The largest |Y| whose forecast with this pilot (and its rounds) is within B."""
+    def words(n_y: int) -> int:
+        return forecast_words("diskpca", n_rows, d, K, n_y, kernel=kernel, center=True,
+                              n_leverage=PILOTS[pilot](n_y)).words
+
+    low, high = K, min(sum(n_rows), 20_000)
+    if words(low) > budget:
+        return None
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if words(middle) <= budget else (low, middle - 1)
+    return low
+
+
+def run(args) -> list[dict]:
+    rows = []
+    for dataset in args.datasets:
+        X = load_data(dataset)
+        for which in args.kernels:
+            kernel = make_setting_kernel(X, which)
+            ref = references(dataset, which, X, kernel, REFS)[True]
+            start = time.perf_counter()
+            for seed in range(args.seeds):
+                parts = split(X, make_partition(X.shape[0], n_workers(dataset),
+                                                random_state=seed))
+                n_rows = [p.shape[0] for p in parts]
+                for budget in args.budgets:
+                    for pilot in PILOTS:
+                        n_y = largest_within(pilot, budget, n_rows, X.shape[1], kernel)
+                        if n_y is None:
+                            continue
+                        cluster = LocalCluster(parts)
+                        tic = time.perf_counter()
+                        model = diskpca(cluster, kernel, K, n_y, PILOTS[pilot](n_y),
+                                        center=True, random_state=seed, redraw=False)
+                        seconds = time.perf_counter() - tic
+                        err = distributed_error(LocalCluster(parts), model,
+                                                ref["center_norm_sq"])["error"]
+                        rows.append({"dataset": dataset, "kernel": which, "budget": budget,
+                                     "seed": seed, "pilot": pilot,
+                                     "n_landmarks": model.landmarks.shape[0],
+                                     "n_pilot": PILOTS[pilot](n_y),
+                                     "fit_words": cluster.ledger.total_words("fit"),
+                                     "seconds": round(seconds, 4),
+                                     "excess": (err - ref["opt"]) / (ref["trace"] - ref["opt"])})
+            print(f"{dataset} {which}: {time.perf_counter() - start:.0f} s", flush=True)
+    return rows
+
+
+def summary(rows: list[dict], seeds: int) -> str:
+    cells = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        cells[(r["dataset"], r["kernel"], r["budget"])][r["pilot"]].append(r)
+    lines = ["# The ridge sampler's pilot: |Y|/4 points or k, at equal words", "",
+             f"Produced by `python benchmarks/budget_pilot_size.py --seeds {seeds}`. Centred, "
+             "k = 10, the budget grid's data, kernels, workers and seeds; each pilot sized to "
+             "the same B with its own rounds (its forecast within B). Mean excess (err - opt) "
+             "/ (trace - opt) over the seeds, then the mean |Y|, the mean fit words and the "
+             "mean fit seconds (one process on the shared 2-core machine, another benchmark "
+             "on the other core: compare within a row). ratio: k's excess over "
+             "|Y|/4's.", "",
+             "| data | kernel | B | pilot ceil(n_Y / 4) | pilot k | ratio |",
+             "|---|---|---|---|---|---|"]
+    by_kind, slower = defaultdict(list), defaultdict(list)
+    for (dataset, which, budget), pilots in sorted(cells.items()):
+        if set(pilots) != set(PILOTS):
+            continue
+        mean = {p: float(np.mean([r["excess"] for r in pilots[p]])) for p in PILOTS}
+        seconds = {p: float(np.mean([r["seconds"] for r in pilots[p]])) for p in PILOTS}
+        text = {p: (f"{mean[p]:.3g} ({np.mean([r['n_landmarks'] for r in pilots[p]]):.0f}, "
+                    f"{np.mean([r['fit_words'] for r in pilots[p]]) / 1e3:.0f}k, "
+                    f"{np.mean([r['seconds'] for r in pilots[p]]):.2f}s)") for p in PILOTS}
+        ratio = mean["k"] / mean["|Y|/4"] if mean["|Y|/4"] > 0 else float("nan")
+        kind = "RBF" if which.startswith("rbf") else "polynomial and arc-cosine"
+        by_kind[kind].append((ratio, f"{dataset} {KERNEL_LABELS[which]} {budget:,}"))
+        slower[kind].append(seconds["k"] / seconds["|Y|/4"])
+        lines.append(f"| {dataset} | {KERNEL_LABELS[which]} | {budget:,} | {text['|Y|/4']} | "
+                     f"{text['k']} | {ratio:.2f} |")
+    lines += [""]
+    for kind, ratios in sorted(by_kind.items()):
+        values = sorted(r for r, _ in ratios)
+        better = sum(r < 1 for r in values)
+        worst = max(ratios)
+        lines.append(f"- {kind}: the pilot of k has the lower excess in {better} of "
+                     f"{len(values)} cells; ratio from {values[0]:.2f} to {values[-1]:.2f} "
+                     f"(median {np.median(values):.2f}; highest: {worst[1]}); its fit "
+                     f"seconds {min(slower[kind]):.1f}x to {max(slower[kind]):.1f}x those of "
+                     f"the |Y|/4 pilot (median {np.median(slower[kind]):.1f}x: more rounds).")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
+    parser.add_argument("--kernels", nargs="+", choices=KERNELS, default=list(KERNELS))
+    parser.add_argument("--budgets", nargs="+", type=int, default=list(BUDGETS))
+    parser.add_argument("--summary-only", action="store_true", help="pilot_size.md from the CSV")
+    args = parser.parse_args(argv)
+    if args.summary_only:
+        with open(OUT / "pilot_size.csv") as handle:
+            rows = [{**r, "budget": int(r["budget"]), "seconds": float(r["seconds"]),
+                     "excess": float(r["excess"]), "n_landmarks": int(r["n_landmarks"]),
+                     "fit_words": int(r["fit_words"])} for r in csv.DictReader(handle)]
+        args.seeds = len({r["seed"] for r in rows})
+    else:
+        rows = run(args)
+        OUT.mkdir(parents=True, exist_ok=True)
+        write_rows(OUT / "pilot_size.csv", rows)
+    (OUT / "pilot_size.md").write_text(summary(rows, args.seeds))
+    print((OUT / "pilot_size.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
