@@ -68,6 +68,21 @@ def largest_within(forecast, budget, n_rows, d, kernel) -> int | None:
     return low
 
 
+def measured_fit(fit, parts, ref, *args, **options) -> tuple:
+    """``fit(cluster, *args, **options)`` on a fresh in-process cluster of ``parts``,
+    measured against ``ref``.
+
+    Returns (model, fit words, seconds, error, excess (err - opt) / (trace - opt)).
+    """
+    cluster = LocalCluster(parts)
+    start = time.perf_counter()
+    model = fit(cluster, *args, **options)
+    seconds = time.perf_counter() - start
+    err = distributed_error(LocalCluster(parts), model, ref["center_norm_sq"])["error"]
+    return (model, cluster.ledger.total_words("fit"), seconds, err,
+            (err - ref["opt"]) / (ref["trace"] - ref["opt"]))
+
+
 def run(seeds) -> list[dict]:
     rows = []
     for dataset, which in SETTINGS:
@@ -82,19 +97,14 @@ def run(seeds) -> list[dict]:
                     size = largest_within(forecast, budget, n_rows, X.shape[1], kernel)
                     if size is None:
                         continue
-                    cluster = LocalCluster(parts)
-                    start = time.perf_counter()
-                    model = fit(cluster, kernel, K, n_landmarks=size, center=True,
-                                random_state=seed, redraw=False)
-                    seconds = time.perf_counter() - start
-                    err = distributed_error(LocalCluster(parts), model,
-                                            ref["center_norm_sq"])["error"]
+                    model, words, seconds, err, excess = measured_fit(
+                        fit, parts, ref, kernel, K, n_landmarks=size, center=True,
+                        random_state=seed, redraw=False)
                     rows.append({"dataset": dataset, "kernel": which, "budget": budget,
                                  "seed": seed, "method": name,
                                  "n_landmarks": model.landmarks.shape[0],
-                                 "fit_words": cluster.ledger.total_words("fit"),
-                                 "seconds": round(seconds, 3), "error": err,
-                                 "excess": (err - ref["opt"]) / (ref["trace"] - ref["opt"])})
+                                 "fit_words": words, "seconds": round(seconds, 3),
+                                 "error": err, "excess": excess})
         print(f"{dataset} {which}: done", flush=True)
     return rows
 

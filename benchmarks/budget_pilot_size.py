@@ -38,11 +38,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 
 from budget import DATASETS, KERNELS, REFS, load_data, n_workers  # noqa: E402
+from budget_hybrids import largest_within, measured_fit  # noqa: E402
 from sampler import KERNEL_LABELS, make_setting_kernel, references  # noqa: E402
 
-from kernelscale.backends.local import LocalCluster  # noqa: E402
 from kernelscale.bench import write_rows  # noqa: E402
-from kernelscale.horizontal import distributed_error  # noqa: E402
 from kernelscale.horizontal.diskpca import diskpca  # noqa: E402
 from kernelscale.horizontal.forecast import forecast_words  # noqa: E402
 from kernelscale.partition import make_partition, split  # noqa: E402
@@ -53,19 +52,13 @@ K = 10
 PILOTS = {"|Y|/4": lambda n_y: max(K, math.ceil(n_y / 4)), "k": lambda n_y: K}
 
 
-def largest_within(pilot, budget: int, n_rows, d: int, kernel) -> int | None:
+def sized(pilot: str, budget: int, n_rows, d: int, kernel) -> int | None:
     """The largest |Y| whose forecast with this pilot (and its rounds) is within B."""
-    def words(n_y: int) -> int:
-        return forecast_words("diskpca", n_rows, d, K, n_y, kernel=kernel, center=True,
-                              n_leverage=PILOTS[pilot](n_y)).words
+    def forecast(n_rows, d, k, n_y, **options):
+        return forecast_words("diskpca", n_rows, d, k, n_y, n_leverage=PILOTS[pilot](n_y),
+                              **options)
 
-    low, high = K, min(sum(n_rows), 20_000)
-    if words(low) > budget:
-        return None
-    while low < high:
-        middle = (low + high + 1) // 2
-        low, high = (middle, high) if words(middle) <= budget else (low, middle - 1)
-    return low
+    return largest_within(forecast, budget, n_rows, d, kernel)
 
 
 def run(args) -> list[dict]:
@@ -82,23 +75,17 @@ def run(args) -> list[dict]:
                 n_rows = [p.shape[0] for p in parts]
                 for budget in args.budgets:
                     for pilot in PILOTS:
-                        n_y = largest_within(pilot, budget, n_rows, X.shape[1], kernel)
+                        n_y = sized(pilot, budget, n_rows, X.shape[1], kernel)
                         if n_y is None:
                             continue
-                        cluster = LocalCluster(parts)
-                        tic = time.perf_counter()
-                        model = diskpca(cluster, kernel, K, n_y, PILOTS[pilot](n_y),
-                                        center=True, random_state=seed, redraw=False)
-                        seconds = time.perf_counter() - tic
-                        err = distributed_error(LocalCluster(parts), model,
-                                                ref["center_norm_sq"])["error"]
+                        model, words, seconds, _, excess = measured_fit(
+                            diskpca, parts, ref, kernel, K, n_y, PILOTS[pilot](n_y),
+                            center=True, random_state=seed, redraw=False)
                         rows.append({"dataset": dataset, "kernel": which, "budget": budget,
                                      "seed": seed, "pilot": pilot,
                                      "n_landmarks": model.landmarks.shape[0],
-                                     "n_pilot": PILOTS[pilot](n_y),
-                                     "fit_words": cluster.ledger.total_words("fit"),
-                                     "seconds": round(seconds, 4),
-                                     "excess": (err - ref["opt"]) / (ref["trace"] - ref["opt"])})
+                                     "n_pilot": PILOTS[pilot](n_y), "fit_words": words,
+                                     "seconds": round(seconds, 4), "excess": excess})
             print(f"{dataset} {which}: {time.perf_counter() - start:.0f} s", flush=True)
     return rows
 
