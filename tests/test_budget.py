@@ -195,6 +195,13 @@ def test_cli_plan_and_fit_with_max_words(tmp_path, capsys):
     chosen, pilot = out.strip().splitlines()[-2:]
     assert chosen.startswith("fit --max-words 40000 runs diskpca with |Y| = ")
     assert pilot.strip().startswith("its uniform pilot of ") and "uniform_batch with" in pilot
+    assert "keeps this plan" not in pilot
+    # a polynomial kernel: a pilot of k points, which keeps the plan where k(a, a) varies
+    assert main(["plan", "--data", str(data), "--workers", "4", "--max-words", "40000",
+                 "--kernel", "poly", "--n-components", "5"]) == 0
+    pilot = capsys.readouterr().out.strip().splitlines()[-1]
+    assert pilot.strip().startswith("its uniform pilot of 5 points can change this: it keeps "
+                                    "this plan where k(a, a) varies over the pilot")
     model = tmp_path / "m.npz"
     assert main(["fit", "--data", str(data), "--workers", "4", "--max-words", "40000",
                  "--out", str(model), "--quiet"]) == 0

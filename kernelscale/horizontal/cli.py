@@ -144,12 +144,17 @@ def _print_budget(n_rows, d, args, options) -> None:
         from kernelscale.horizontal.diskpca import ridge_schedule
         from kernelscale.horizontal.pilot import FLAT
 
-        n_pilot = ridge_schedule(options["kernel"], args.n_components, plan.n_landmarks)[0]
+        kernel = options["kernel"]
+        n_pilot = ridge_schedule(kernel, args.n_components, plan.n_landmarks)[0]
         after = pilot_sizes(plan, n_pilot)
         options = ", ".join(f"{m} with {f.setting}" for m, f in after.items() if f is not None)
-        print(f"  its uniform pilot of {n_pilot} points can change this: where the pilot's "
-              f"energy is spread (flatness < {FLAT}), the fit runs {options or 'no other method'}"
-              " instead (the pilot's points count towards their sample)")
+        keeps = "" if kernel.is_shift_invariant else (
+            f"it keeps this plan where k(a, a) varies over the pilot ({kernel.name} on rows of "
+            "different norms); otherwise, ")
+        print(f"  its uniform pilot of {n_pilot} points can change this: {keeps}where the "
+              f"pilot's energy is spread (flatness < {FLAT}), the fit runs "
+              f"{options or 'no other method'} instead (the pilot's points count towards "
+              "their sample)")
 
 
 def _fit_setting(X, args) -> tuple[list[int], dict]:
