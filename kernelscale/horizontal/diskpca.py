@@ -426,7 +426,7 @@ def default_pilot_size(kernel: Kernel, n_components: int, n_landmarks: int) -> i
       sampling of paper 001's Algorithm 2, in doubling rounds. At equal words
       (``benchmarks/budget_pilot_size.py``: five real sets, B = 3 x 10^4 to
       10^6) its excess was 0.04-1.00x that of a |Y|/4 pilot with these
-      kernels (median 0.79x, lower in 34 of 40 cells, the rest equal), for
+      kernels (median 0.79x, lower in 34 of 40 cells, within 1% in the rest), for
       about 1.5x the fit seconds (more rounds). With RBF kernels it was
       0.70-1.40x (median 1.00x; up to 1.40x on spam), so they keep
       |Y|/4, which the word budget's pilot rule also reads.
