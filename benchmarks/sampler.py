@@ -14,7 +14,7 @@ k = 10; RBF with sigma = 0.2 and 1.0 x the median distance; polynomial q = 4
 Methods, all in one run, each sweeping its own |Y| so that the curves cover the
 same range of total fit words (``ledger.total_words('fit')``):
 
-* ``diskpca (ridge)``: the default sampler, a uniform pilot and two ridge-leverage rounds;
+* ``diskpca (ridge)``: the default sampler, a uniform pilot and ridge-leverage rounds;
 * ``diskpca (paper)``: Algorithm 2 of 001 (leverage scores of the embedding, then adaptive);
 * ``uniform + disLR`` and ``uniform + batch`` (the latter up to the |Y| the others' words buy).
 
@@ -444,8 +444,9 @@ def why_section(cs, rows, diagnostics) -> list[str]:
     out = ["## Why the paper's sampler loses", "",
            "**Words.** The leverage stage (embedding Gram up, triangular factor down, "
            "config) is a fixed cost per worker, s (t(t+1)/2 + t(t+1)/2 + ~13) words with "
-           "t = 50; the ridge sampler replaces it by 14 words per worker. Share of the "
-           "paper sampler's fit words (mean over kernels and centring):", "",
+           "t = 50; the ridge sampler replaces it by 14 words per worker (RBF; 4 more "
+           "per extra round). Share of the paper sampler's fit words (mean over kernels "
+           "and centring):", "",
            "| data | " + " | ".join(f"|Y| = {b}" for b in DISKPCA_BUDGETS) + " |",
            "|---|" + "---|" * len(DISKPCA_BUDGETS)]
     share = defaultdict(list)
@@ -461,8 +462,9 @@ def why_section(cs, rows, diagnostics) -> list[str]:
             "uniform + disLR's at the same |Y|, uncentred. 'uniform P + adaptive' is the "
             "paper's Algorithm 2 with its |P| = ceil(2 k ln k) points drawn uniformly "
             "instead of by leverage score; '+ ridge, 1 round' also replaces the residual by "
-            "the ridge residual; 'diskpca (ridge)' is the default (|Y|/4 uniform, two ridge "
-            "rounds).", "",
+            "the ridge residual; 'diskpca (ridge)' is the default (RBF: |Y|/4 uniform, two "
+            "ridge rounds; polynomial and arc-cosine: k uniform, then doubling rounds by "
+            "the plain residual).", "",
             "| data | kernel | method | " + " | ".join(f"|Y| = {b}" for b in DISKPCA_BUDGETS)
             + " |", "|---|---|---|" + "---|" * len(DISKPCA_BUDGETS)]
     for (ds, kn, c), methods in sorted(cs.items()):
