@@ -55,16 +55,8 @@ def prose_files() -> list[Path]:
 
 # -- what a paragraph cites -----------------------------------------------------------------
 
-#: Scripts (and results pages of the site) whose results directory is named otherwise.
-SCRIPT_RESULTS = {
-    "dask_overhead": "dask",
-    "budget_hybrids": "budget",  # writes results/budget/hybrids.md
-    "budget_hybrids.md": "budget",  # the site's page of that file
-    "budget_pilot_size": "budget",  # writes results/budget/pilot_size.md
-    "budget_pilot_size.md": "budget",
-    "budget_pilot_signals": "budget",  # writes results/budget/pilot_signals.md
-    "budget_pilot_signals.md": "budget",
-}
+#: Scripts whose results directory is named otherwise.
+SCRIPT_RESULTS = {"dask_overhead": "dask"}
 
 CITATIONS = [
     re.compile(r"benchmarks/results/([\w.*-]+(?:/[\w.-]+)*)"),
@@ -85,8 +77,8 @@ def cited_sources(text: str) -> set[Path]:
                 continue
             if path.endswith(".md") and (RESULTS / path[:-3]).is_dir():
                 path = path[:-3]  # a link to a results page of the site: results/budget.md
-            for candidate in (RESULTS / path, RESULTS / f"{path}.md"):
-                if candidate.exists():
+            for candidate in (RESULTS / path, RESULTS / f"{path}.md", run_page(path)):
+                if candidate is not None and candidate.exists():
                     # A file under a run's directory stands for the whole run: its summary,
                     # CSVs and metadata.
                     if candidate.is_file() and candidate.parent != RESULTS:
@@ -94,6 +86,20 @@ def cited_sources(text: str) -> set[Path]:
                     found.add(candidate)
                     break
     return found
+
+
+def run_page(name: str) -> Path | None:
+    """``RUN/PAGE.md`` for ``RUN_PAGE`` (or ``RUN_PAGE.md``), None when there is none.
+
+    The site names the page of ``results/budget/hybrids.md`` ``budget_hybrids``, and
+    ``benchmarks/budget_hybrids.py`` is the script that writes it.
+    """
+    stem = name.removesuffix(".md")
+    for i in (i for i, c in enumerate(stem) if c == "_"):
+        page = RESULTS / stem[:i] / f"{stem[i + 1:]}.md"
+        if page.is_file():
+            return page
+    return None
 
 
 # -- the numbers a results file holds -------------------------------------------------------
