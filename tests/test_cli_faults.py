@@ -249,24 +249,17 @@ def test_dislr_beyond_20000_landmarks_is_refused_up_front_with_its_memory(method
     assert "(3.0 GiB each" in line and "limited to 20,000 landmarks" in line
 
 
-def test_dislr_refuses_too_many_given_landmarks():
+@pytest.mark.parametrize("method,match", [
+    ("uniform_dislr", "20,001 x 20,001 matrices at the master and on every"),
+    ("uniform_batch", "20,001 x 20,001 kernel matrix at the master"),
+])
+def test_landmark_methods_refuse_too_many_given_landmarks(method, match):
     from kernelscale import DistributedKernelPCA
 
     X = np.random.default_rng(0).standard_normal((50, 2))
     Y = np.random.default_rng(1).standard_normal((20_001, 2))
-    with pytest.raises(ValueError, match="20,001 x 20,001 matrices at the master and on every"):
-        DistributedKernelPCA(method="uniform_dislr", landmarks=Y, gamma=1.0,
-                             n_components=2).fit(X)
-
-
-def test_uniform_batch_refuses_too_many_given_landmarks():
-    from kernelscale import DistributedKernelPCA
-
-    X = np.random.default_rng(0).standard_normal((50, 2))
-    Y = np.random.default_rng(1).standard_normal((20_001, 2))
-    with pytest.raises(ValueError, match="20,001 x 20,001 kernel matrix at the master"):
-        DistributedKernelPCA(method="uniform_batch", landmarks=Y, gamma=1.0,
-                             n_components=2).fit(X)
+    with pytest.raises(ValueError, match=match):
+        DistributedKernelPCA(method=method, landmarks=Y, gamma=1.0, n_components=2).fit(X)
 
 
 @pytest.mark.parametrize("words", ["1e6", "1E6", "2.5e5", "1_000_000"])
