@@ -37,13 +37,7 @@ print(
 
 # %%
 # Any batch split gives the result of ``fit`` on the whole stream:
-whole = StreamingKernelPCA(
-    n_components=5,
-    n_random_features=1000,
-    sketch_size=20,
-    gamma=gamma,
-    random_state=0,
-).fit(X)
+whole = StreamingKernelPCA(**est.get_params()).fit(X)
 print(
     "same as fit():",
     np.allclose(np.abs(est.transform(X)), np.abs(whole.transform(X))),
@@ -54,11 +48,9 @@ print(
 # ----------------------------
 # Both sketches must use the same random features: the same seed. Each site sketches
 # its own half; merging keeps the Frequent Directions bound for the union.
-site_a = SKPCA(
-    X.shape[1], n_random_features=1000, sketch_size=20, gamma=gamma, seed=7
-)
-site_b = SKPCA(
-    X.shape[1], n_random_features=1000, sketch_size=20, gamma=gamma, seed=7
+site_a, site_b = (
+    SKPCA(X.shape[1], n_random_features=1000, sketch_size=20, gamma=gamma, seed=7)
+    for _ in range(2)
 )
 site_a.partial_fit(X[::2])
 site_b.partial_fit(X[1::2])
