@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from kernelscale import DistributedKernelPCA
 from kernelscale.cli import main
 from kernelscale.horizontal.budget import WordBudgetError, largest_within, plan_budget
+from kernelscale.horizontal.diskpca import default_n_leverage
 from kernelscale.horizontal.forecast import forecast_words
 from kernelscale.metrics.lowrank import exact_kpca_reference, excess_energy_ratio
 from kernelscale.partition import make_partition, split
@@ -103,17 +104,40 @@ def test_budgeted_fit_sends_at_most_the_budget_and_the_forecast(seed, budget):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_budget_holds_with_copies_of_rows_on_other_workers(seed):
+@pytest.mark.parametrize("options", [{}, {"method": "diskpca", "sampler": "paper"},
+                                     {"method": "uniform_dislr"}, {"method": "uniform_batch"}],
+                         ids=["plan", "paper sampler", "uniform_dislr", "uniform_batch"])
+def test_budget_holds_with_copies_of_rows_on_other_workers(seed, options):
+    # Copies of a drawn point leave a sample short; no stage may make up for them with
+    # more points than the forecast counted (the paper's leverage stage once did).
     rng = np.random.default_rng(seed)
     base = rng.normal(size=(150, D))
     X = base[rng.integers(0, 150, size=900)]  # every row about 6 times, on several workers
     parts = split(X, make_partition(900, 6, "uniform", random_state=seed))
     for budget in (20_000, 60_000):
-        est = DistributedKernelPCA(4, max_words=budget, random_state=seed).fit(parts)
-        assert est.communication_.total_words("fit") <= budget
+        est = fit(parts, seed, max_words=budget, **options)
+        assert est.communication_.total_words("fit") <= est.budget_plan_.forecast.words
+        assert est.budget_plan_.forecast.words <= budget
         assert not any("top-up" in r for r in est.communication_.words_by_round("fit"))
         Y = est.model_.landmarks
         assert np.unique(Y, axis=0).shape[0] == Y.shape[0]  # distinct, a few short
+
+
+@pytest.mark.parametrize("budget", [20_000, 60_000])
+def test_the_papers_sampler_sends_no_more_points_than_forecast_when_it_draws_copies(budget):
+    # Five workers with the same 80 rows: P, drawn by leverage scores, holds copies of one
+    # point, which are dropped. Y~ must not make up for them with points the forecast did
+    # not count (letter at 3e5 words sent one point, 16 words, more than forecast).
+    copies = 0
+    for seed in range(3):
+        parts = [np.random.default_rng(seed).normal(size=(80, D))] * 5
+        est = fit(parts, seed, max_words=budget, method="diskpca", sampler="paper")
+        plan, rounds = est.budget_plan_, est.communication_.words_by_round("fit")
+        sent = sum(rounds[r][UP] for r in ("leverage sampling", "adaptive sampling")) // D
+        assert sent <= plan.n_landmarks
+        assert est.communication_.total_words("fit") <= plan.forecast.words <= budget
+        copies += est.model_.info["n_leverage"] < default_n_leverage(4, plan.n_landmarks)
+    assert copies  # P held copies at least once: the case above happened
 
 
 def test_a_budget_that_buys_everything_gives_the_exact_optimum():
@@ -307,6 +331,57 @@ def test_the_pilot_keeps_the_ridge_plan_where_a_few_points_carry_the_energy():
         batch.append(_excess(DistributedKernelPCA(method="uniform_batch", **common).fit(X), X,
                              reference))
     assert np.mean(mine) < 0.1 * np.mean(batch)
+
+
+def test_the_rule_drops_the_ridge_only_where_the_pilot_is_concentrated():
+    from kernelscale.horizontal.pilot import FLAT, MAX_SPREAD, PEAKED, choose_after_pilot
+
+    sizes = {"diskpca": 60, "uniform_dislr": 60, "uniform_batch": 200}
+    peaked = choose_after_pilot(PEAKED, sizes)
+    assert peaked.method == "diskpca" and peaked.ridge_scale == 0.0
+    assert "plain residual" in peaked.reason and f"phi = {PEAKED:.2f}" in peaked.reason
+    between = choose_after_pilot((FLAT + PEAKED) / 2, sizes)
+    assert between.method == "diskpca" and between.ridge_scale == 1.0
+    assert choose_after_pilot(FLAT / 2, sizes).method == "uniform_batch"
+    # where k(a, a) varies the diagonal rule decides, whatever phi
+    assert choose_after_pilot(0.9, sizes, spread=2 * MAX_SPREAD).ridge_scale == 1.0
+
+
+def _satellite_sample(n=1500):
+    from kernelscale.datasets import load_dataset
+    from kernelscale.kernels import median_heuristic
+
+    X = load_dataset("satellite", standardize=True)[0]
+    X = X[np.random.default_rng(0).permutation(X.shape[0])[:n]]
+    return X, 1.0 / (2.0 * median_heuristic(X, 1.0, random_state=0) ** 2)
+
+
+def test_a_concentrated_pilot_draws_by_the_plain_residual_and_gains():
+    # Satellite, RBF at the median distance: a few directions hold the energy (phi near
+    # 0.85). The budget's rounds drop the ridge; at the same words and draws their excess
+    # must be below that of the pilot's ridge (benchmarks/budget_pilot_size.py: 0.7-0.9x).
+    from kernelscale.backends.local import LocalCluster
+    from kernelscale.horizontal.diskpca import diskpca
+
+    X, gamma = _satellite_sample()
+    mine, ridge = [], []
+    for seed in range(3):
+        parts = split(X, make_partition(X.shape[0], 4, "power_law", random_state=seed))
+        common = dict(n_components=10, gamma=gamma, max_words=30_000, random_state=seed)
+        est = DistributedKernelPCA(**common).fit(parts)
+        plan = est.budget_plan_
+        assert est.method_ == "diskpca" and plan.pilot["phi"] >= 0.7
+        assert est.model_.info["ridge"] == 0.0 and "plain residual" in plan.reason
+        assert est.communication_.total_words("fit") == plan.forecast.words <= 30_000
+        direct = diskpca(LocalCluster(parts), est.kernel_, 10, plan.n_landmarks, center=True,
+                         random_state=seed, redraw=False, ridge_scale=0.0)
+        np.testing.assert_array_equal(est.model_.landmarks, direct.landmarks)
+        plain = DistributedKernelPCA(method="diskpca", **common).fit(parts)
+        assert plain.model_.info["ridge"] > 0
+        reference = _reference(est, X)
+        mine.append(_excess(est, X, reference))
+        ridge.append(_excess(plain, X, reference))
+    assert np.mean(mine) < np.mean(ridge)
 
 
 def test_the_default_fit_applies_the_pilot_rule_at_its_own_words():

@@ -97,6 +97,23 @@ def test_a_pilot_of_k_points_samples_by_the_plain_residual(digits):
     assert len(rounds) == len(ridge_schedule(kernel, 5, 40)) - 1 == 3
 
 
+def test_ridge_scale_zero_draws_the_rbf_rounds_by_the_plain_residual(digits):
+    """``ridge_scale=0``: the |Y|/4 pilot, then rounds with ridge 0; the same words."""
+    kernel = make_kernel("rbf", gamma=1 / (2 * median_heuristic(digits, 1.0, random_state=0)))
+    model, cluster, _ = _fit(digits, kernel, seed=1, ridge_scale=0.0)
+    plain, plain_cluster, _ = _fit(digits, kernel, seed=1)
+    assert model.info["ridge"] == 0.0 < plain.info["ridge"]
+    assert model.info["n_leverage"] == plain.info["n_leverage"] == 15
+    np.testing.assert_array_equal(model.landmarks[:15], plain.landmarks[:15])  # one pilot
+    assert cluster.ledger.words_by_round("fit") == plain_cluster.ledger.words_by_round("fit")
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])
+def test_ridge_scale_must_be_a_finite_number_at_least_zero(digits, bad):
+    with pytest.raises(ValueError, match="ridge_scale must be a finite number >= 0"):
+        _fit(digits, make_kernel("rbf", gamma=0.01), ridge_scale=bad)
+
+
 def _expected_ridge_rounds(n_y, targets, s, d, k, center):
     """Words per round of the ridge sampler and disLR, from the protocol (dense rbf data)."""
     rounds = {"pilot sampling: seeds": {DOWN: s, UP: 0},

@@ -142,7 +142,7 @@ def _print_budget(n_rows, d, args, options) -> None:
           f"({plan.forecast.words:,} words): {plan.reason}")
     if plan.method == "diskpca" and args.sampler == "ridge":
         from kernelscale.horizontal.diskpca import ridge_schedule
-        from kernelscale.horizontal.pilot import FLAT
+        from kernelscale.horizontal.pilot import FLAT, PEAKED
 
         kernel = options["kernel"]
         n_pilot = ridge_schedule(kernel, args.n_components, plan.n_landmarks)[0]
@@ -154,7 +154,8 @@ def _print_budget(n_rows, d, args, options) -> None:
         print(f"  its uniform pilot of {n_pilot} points can change this: {keeps}where the "
               f"pilot's energy is spread (flatness < {FLAT}), the fit runs "
               f"{options or 'no other method'} instead (the pilot's points count towards "
-              "their sample)")
+              f"their sample); where it is concentrated (flatness >= {PEAKED}), the ridge "
+              "rounds draw by the plain residual")
 
 
 def _fit_setting(X, args) -> tuple[list[int], dict]:

@@ -157,6 +157,7 @@ def diskpca(
     sampler: str = "ridge",
     redraw: bool = True,
     pilot=None,
+    ridge_scale: float = 1.0,
 ) -> KernelPCAModel:
     """Distributed kernel PCA (disKPCA, Algorithm 4 of paper 001).
 
@@ -226,6 +227,12 @@ def diskpca(
         uniform pilot, already drawn on this validated cluster (a word budget's
         pilot, :mod:`kernelscale.horizontal.pilot`); the fit goes on from it and
         keeps the cluster's ledger. Only with ``sampler='ridge'``.
+    ridge_scale : float
+        Multiplies the ridge the ridge sampler takes from its pilot
+        (:func:`pilot_ridge`); 0 draws every round by the plain residual. A word
+        budget sets 0 where its pilot's energy is concentrated
+        (:mod:`kernelscale.horizontal.pilot`). ``model.info['ridge']`` is the
+        ridge used.
 
     Returns
     -------
@@ -245,6 +252,8 @@ def diskpca(
     rng = as_generator(random_state)
     if pilot is not None and sampler != "ridge":
         raise ValueError("pilot= continues the ridge sampler; sampler='paper' draws no pilot.")
+    if not (np.isfinite(ridge_scale) and ridge_scale >= 0):
+        raise ValueError(f"ridge_scale must be a finite number >= 0, got {ridge_scale!r}.")
     if pilot is None:
         cluster.reset()
         info = validate_cluster(cluster)
@@ -271,8 +280,11 @@ def diskpca(
             n_leverage = default_n_leverage(n_components, n_landmarks)
         # Steps 1-3a: kernel subspace embedding E_i, disLS, P by leverage scores
         P, drawn = leverage_sample(cluster, config, int(n_leverage), rng)
-        # Step 3b (Algorithm 2): adaptive sampling of Y~ by the residual to span(phi(P))
-        Y, new_points, n_fill = adaptive_sample(cluster, P, n_landmarks, n_rows - drawn, rng,
+        # Step 3b (Algorithm 2): adaptive sampling of Y~ by the residual to span(phi(P)).
+        # Copies of a drawn point (identical rows) left P short; without redraw Y~ does
+        # not make up for them, or the fit would send more points than forecast.
+        target = n_landmarks if redraw else n_landmarks - (int(drawn.sum()) - P.shape[0])
+        Y, new_points, n_fill = adaptive_sample(cluster, P, target, n_rows - drawn, rng,
                                                 redraw)
         ridge, n_first = 0.0, P.shape[0]
     else:
@@ -280,8 +292,8 @@ def diskpca(
         targets = ridge_schedule(kernel, n_components, n_landmarks, n_leverage)
         Y, new_points, n_fill, ridge = ridge_sample(cluster, kernel, n_components, targets,
                                                     n_rows, center, int(chunk_size), rng,
-                                                    redraw=redraw, pilot=pilot)
-        n_first = targets[0]
+                                                    ridge_scale, redraw=redraw, pilot=pilot)
+        ridge, n_first = ridge * ridge_scale, targets[0]
     # Step 4: disLR in span(phi(Y))
     model = dislr(cluster, Y, new_points, kernel, n_components, info.n_samples, messages,
                   center, int(chunk_size), worker_seeds(rng, cluster.n_workers))

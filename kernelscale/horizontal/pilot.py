@@ -31,6 +31,16 @@ measured on digits, letter, satellite, spam and insurance
   norm, which a pilot of a few dozen points may miss (its phi then looks
   flat) while the ridge sampler finds them over all the data; uniform
   samples there lost by 10-10^4x;
+* phi >= :data:`PEAKED` (0.7): disKPCA with the ridge sampler, as forecast,
+  its rounds drawing by the plain residual (ridge 0; ``diskpca(ridge_scale=0)``),
+  paper 001's adaptive sampling. The top directions stand well above the
+  rest, and what the ridge guards against (landmarks spent on energy below
+  the top k) costs more than it saves. At equal words
+  (``benchmarks/budget_pilot_size.py``, RBF kernels on the five sets), where
+  the pilots read phi >= 0.7 (letter and satellite at 1.0 x the median
+  distance) the plain residual had 0.71-1.00x the excess of the pilot's ridge
+  (median 0.92, lower in 6 of 7 cells); below 0.7, 0.80-1.32x (median 1.01;
+  1.08-1.21x on insurance, 1.32x on spam at 0.2 x);
 * phi >= :data:`FLAT` (0.33): disKPCA with the ridge sampler, as forecast;
 * phi < FLAT and uniform + batch ships at least :data:`BATCH_RATIO` (2) times
   the landmarks of uniform + disLR within B: uniform + batch KPCA;
@@ -48,12 +58,16 @@ plan holds it is that fit, round for round.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from kernelscale.runtime.cluster import one_blas_thread
 
 #: Below this flatness the energy is spread: send more points rather than choose them.
 FLAT = 0.33
+#: At or above this flatness the ridge sampler's rounds draw by the plain residual.
+PEAKED = 0.7
 #: Where the energy is spread, uniform + batch when it ships this many times disLR's |Y|.
 BATCH_RATIO = 2.0
 #: Above this ratio of the largest to the smallest k(a, a) over the pilot, keep the ridge sampler.
@@ -88,7 +102,18 @@ def diagonal_spread(K: np.ndarray) -> float:
     return float("inf") if low <= 0 else float(d.max()) / low
 
 
-def choose_after_pilot(phi: float, sizes: dict, spread: float = 1.0) -> tuple[str, str]:
+class PilotChoice(NamedTuple):
+    """What the master runs after the pilot."""
+
+    #: 'diskpca', 'uniform_dislr' or 'uniform_batch'
+    method: str
+    #: one sentence: what the pilot showed and what it chose
+    reason: str
+    #: the ridge sampler's ``ridge_scale`` (1: the pilot's ridge; 0: the plain residual)
+    ridge_scale: float = 1.0
+
+
+def choose_after_pilot(phi: float, sizes: dict, spread: float = 1.0) -> PilotChoice:
     """The method after the pilot, and why, from phi and each method's |Y| within B.
 
     ``sizes`` maps 'diskpca', 'uniform_dislr' and 'uniform_batch' to their
@@ -99,22 +124,29 @@ def choose_after_pilot(phi: float, sizes: dict, spread: float = 1.0) -> tuple[st
     ridge sampler, which looks for them over all the data, keeps the choice.
     """
     if spread > MAX_SPREAD:
-        return "diskpca", (f"the kernel's diagonal varies over the pilot (max/min "
-                           f"{spread:.3g} > {MAX_SPREAD}): the ridge sampler chooses the "
-                           f"points that carry the energy, |Y| = {sizes['diskpca']}")
+        return PilotChoice("diskpca", (
+            f"the kernel's diagonal varies over the pilot (max/min {spread:.3g} > "
+            f"{MAX_SPREAD}): the ridge sampler chooses the points that carry the energy, "
+            f"|Y| = {sizes['diskpca']}"))
+    if phi >= PEAKED:
+        return PilotChoice("diskpca", (
+            f"the pilot's energy is concentrated (phi = {phi:.2f} >= {PEAKED}): the ridge "
+            f"sampler's rounds draw |Y| = {sizes['diskpca']} landmarks by the plain residual "
+            "(ridge 0)"), ridge_scale=0.0)
     if phi >= FLAT or not (sizes.get("uniform_dislr") or sizes.get("uniform_batch")):
-        return "diskpca", (f"the pilot's energy is concentrated (phi = {phi:.2f} >= {FLAT}): "
-                           f"the ridge sampler chooses |Y| = {sizes['diskpca']} landmarks")
+        return PilotChoice("diskpca", (
+            f"the pilot's energy is concentrated (phi = {phi:.2f} >= {FLAT}): the ridge "
+            f"sampler chooses |Y| = {sizes['diskpca']} landmarks"))
     dislr, batch = sizes.get("uniform_dislr") or 0, sizes.get("uniform_batch") or 0
     if batch >= BATCH_RATIO * dislr:
-        return "uniform_batch", (
+        return PilotChoice("uniform_batch", (
             f"the pilot's energy is spread (phi = {phi:.2f} < {FLAT}) and uniform + batch "
             f"ships {batch / max(dislr, 1):.1f}x the points of uniform + disLR "
-            f"(|Y| = {batch} against {dislr})")
-    return "uniform_dislr", (
+            f"(|Y| = {batch} against {dislr})"))
+    return PilotChoice("uniform_dislr", (
         f"the pilot's energy is spread (phi = {phi:.2f} < {FLAT}) and uniform + batch ships "
         f"less than {BATCH_RATIO:g}x the points of uniform + disLR: |Y| = {dislr} uniform "
-        "landmarks")
+        "landmarks"))
 
 
 def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool = False,
@@ -169,13 +201,13 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
     # Step 2: the method the pilot shows, sized to what is left of the budget
     uniform = pilot_sizes(plan, n_pilot)
     sizes = {"diskpca": n_y, **{m: f.n_landmarks if f else None for m, f in uniform.items()}}
-    method, reason = choose_after_pilot(phi, sizes, spread)
+    method, reason, ridge_scale = choose_after_pilot(phi, sizes, spread)
     pilot = {"n_pilot": n_pilot, "phi": phi, "diagonal_spread": spread,
              "forecast_method": plan.method}
     if method == "diskpca":
         model = diskpca(cluster, kernel, k, n_y, n_leverage, messages=messages, center=center,
                         chunk_size=chunk_size, random_state=rng, redraw=redraw,
-                        pilot=(P, received, info))
+                        pilot=(P, received, info), ridge_scale=ridge_scale)
         return model, replace(plan, reason=reason, pilot=pilot)
     forecast = uniform[method]
     rows = np.asarray(info.n_rows, dtype=np.int64)
