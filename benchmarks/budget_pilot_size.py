@@ -1,4 +1,4 @@
-"""The ridge sampler's uniform pilot: |Y|/4 points or k, at equal words (issue 20).
+"""The ridge sampler's uniform pilot: |Y|/4 points or k, and its ridge, at equal words (issue 20).
 
 The ridge sampler (:func:`kernelscale.horizontal.diskpca.ridge_sample`) draws a
 uniform pilot P, then rounds that double the landmarks by their ridge
@@ -10,14 +10,18 @@ q = 4, arc-cosine order 2; centred; k = 10; power-law workers):
 * ``|Y|/4``: ``ceil(|Y| / 4)`` points (at least k), then two ridge rounds, the
   ridge from the pilot's tail beyond k;
 * ``k``: k points, then log2(|Y| / k) rounds; the pilot has no eigenvalue
-  beyond k, so the ridge is 0 and every round draws by the plain residual.
+  beyond k, so the ridge is 0 and every round draws by the plain residual;
+* ``|Y|/4 ridge 0``: the |Y|/4 pilot and its two rounds, drawing by the plain
+  residual (``diskpca(ridge_scale=0)``), what a word budget runs where its
+  pilot's flatness phi is at least 0.7 (:mod:`kernelscale.horizontal.pilot`).
+  Each cell also gives the mean phi of the |Y|/4 pilots.
 
 Each is sized to the same word budget B (the largest |Y| whose forecast, with
 its own pilot and rounds, is within B) and fitted with the same seeds and
 partitions; the criterion is the mean excess (err - opt) / (trace - opt)
 against the exact optimum (references cached in ``results/sampler/refs``).
 
-    python benchmarks/budget_pilot_size.py                 # about 5 minutes on one core
+    python benchmarks/budget_pilot_size.py                 # about 8 minutes on one core
     python benchmarks/budget_pilot_size.py --summary-only  # pilot_size.md from the CSV
 
 Writes ``benchmarks/results/budget/pilot_size.{csv,md}``.
@@ -44,12 +48,16 @@ from sampler import KERNEL_LABELS, make_setting_kernel, references  # noqa: E402
 from kernelscale.bench import write_rows  # noqa: E402
 from kernelscale.horizontal.diskpca import diskpca  # noqa: E402
 from kernelscale.horizontal.forecast import forecast_words  # noqa: E402
+from kernelscale.horizontal.pilot import PEAKED, flatness  # noqa: E402
 from kernelscale.partition import make_partition, split  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "budget"
 BUDGETS = (30_000, 100_000, 300_000, 1_000_000)
 K = 10
-PILOTS = {"|Y|/4": lambda n_y: max(K, math.ceil(n_y / 4)), "k": lambda n_y: K}
+QUARTER = "|Y|/4"
+PILOTS = {QUARTER: lambda n_y: max(K, math.ceil(n_y / 4)), "k": lambda n_y: K,
+          "|Y|/4 ridge 0": lambda n_y: max(K, math.ceil(n_y / 4))}
+RIDGE_SCALE = {"|Y|/4 ridge 0": 0.0}
 
 
 def sized(pilot: str, budget: int, n_rows, d: int, kernel) -> int | None:
@@ -78,33 +86,44 @@ def run(args) -> list[dict]:
                         n_y = sized(pilot, budget, n_rows, X.shape[1], kernel)
                         if n_y is None:
                             continue
+                        n_pilot = PILOTS[pilot](n_y)
                         model, words, seconds, _, excess = measured_fit(
-                            diskpca, parts, ref, kernel, K, n_y, PILOTS[pilot](n_y),
-                            center=True, random_state=seed, redraw=False)
+                            diskpca, parts, ref, kernel, K, n_y, n_pilot, center=True,
+                            random_state=seed, redraw=False,
+                            ridge_scale=RIDGE_SCALE.get(pilot, 1.0))
+                        P = model.landmarks[:n_pilot]  # Y holds the pilot first
                         rows.append({"dataset": dataset, "kernel": which, "budget": budget,
                                      "seed": seed, "pilot": pilot,
                                      "n_landmarks": model.landmarks.shape[0],
-                                     "n_pilot": PILOTS[pilot](n_y), "fit_words": words,
-                                     "seconds": round(seconds, 4), "excess": excess})
+                                     "n_pilot": n_pilot, "fit_words": words,
+                                     "seconds": round(seconds, 4), "excess": excess,
+                                     "phi": round(flatness(kernel(P, P), K), 4)})
             print(f"{dataset} {which}: {time.perf_counter() - start:.0f} s", flush=True)
     return rows
+
+
+ZERO = "|Y|/4 ridge 0"
 
 
 def summary(rows: list[dict], seeds: int) -> str:
     cells = defaultdict(lambda: defaultdict(list))
     for r in rows:
         cells[(r["dataset"], r["kernel"], r["budget"])][r["pilot"]].append(r)
-    lines = ["# The ridge sampler's pilot: |Y|/4 points or k, at equal words", "",
+    lines = ["# The ridge sampler's pilot: |Y|/4 points or k, and its ridge, at equal words",
+             "",
              f"Produced by `python benchmarks/budget_pilot_size.py --seeds {seeds}`. Centred, "
              "k = 10, the budget grid's data, kernels, workers and seeds; each pilot sized to "
              "the same B with its own rounds (its forecast within B). Mean excess (err - opt) "
              "/ (trace - opt) over the seeds, then the mean |Y|, the mean fit words and the "
              "mean fit seconds (one process on the shared 2-core machine, another benchmark "
-             "on the other core: compare within a row). ratio: k's excess over "
-             "|Y|/4's.", "",
-             "| data | kernel | B | pilot ceil(n_Y / 4) | pilot k | ratio |",
-             "|---|---|---|---|---|---|"]
-    by_kind, slower = defaultdict(list), defaultdict(list)
+             "on the other core: compare within a row). phi: the mean flatness of the |Y|/4 "
+             "pilots (`kernelscale.horizontal.pilot.flatness`). ratio k, ratio ridge 0: "
+             "the excess of the pilot of k and of the |Y|/4 pilot with ridge 0 over that "
+             "of the |Y|/4 pilot with its ridge.", "",
+             "| data | kernel | B | phi | pilot ceil(n_Y / 4) | pilot k | ceil(n_Y / 4), "
+             "ridge 0 | ratio k | ratio ridge 0 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    by_kind, slower, zero = defaultdict(list), defaultdict(list), defaultdict(list)
     for (dataset, which, budget), pilots in sorted(cells.items()):
         if set(pilots) != set(PILOTS):
             continue
@@ -112,13 +131,19 @@ def summary(rows: list[dict], seeds: int) -> str:
         seconds = {p: float(np.mean([r["seconds"] for r in pilots[p]])) for p in PILOTS}
         text = {p: (f"{mean[p]:.3g} ({np.mean([r['n_landmarks'] for r in pilots[p]]):.0f}, "
                     f"{np.mean([r['fit_words'] for r in pilots[p]]) / 1e3:.0f}k, "
-                    f"{np.mean([r['seconds'] for r in pilots[p]]):.2f}s)") for p in PILOTS}
-        ratio = mean["k"] / mean["|Y|/4"] if mean["|Y|/4"] > 0 else float("nan")
+                    f"{seconds[p]:.2f}s)") for p in PILOTS}
+        ratio = {p: mean[p] / mean[QUARTER] if mean[QUARTER] > 0 else float("nan")
+                 for p in ("k", ZERO)}
+        phi = float(np.mean([r["phi"] for r in pilots[QUARTER]]))
         kind = "RBF" if which.startswith("rbf") else "polynomial and arc-cosine"
-        by_kind[kind].append((ratio, f"{dataset} {KERNEL_LABELS[which]} {budget:,}"))
-        slower[kind].append(seconds["k"] / seconds["|Y|/4"])
-        lines.append(f"| {dataset} | {KERNEL_LABELS[which]} | {budget:,} | {text['|Y|/4']} | "
-                     f"{text['k']} | {ratio:.2f} |")
+        label = f"{dataset} {KERNEL_LABELS[which]} {budget:,}"
+        by_kind[kind].append((ratio["k"], label))
+        slower[kind].append(seconds["k"] / seconds[QUARTER])
+        if kind == "RBF":
+            zero[phi >= PEAKED].append((ratio[ZERO], label))
+        lines.append(f"| {dataset} | {KERNEL_LABELS[which]} | {budget:,} | {phi:.2f} | "
+                     f"{text[QUARTER]} | {text['k']} | {text[ZERO]} | {ratio['k']:.2f} | "
+                     f"{ratio[ZERO]:.2f} |")
     lines += [""]
     for kind, ratios in sorted(by_kind.items()):
         values = sorted(r for r, _ in ratios)
@@ -129,6 +154,14 @@ def summary(rows: list[dict], seeds: int) -> str:
                      f"(median {np.median(values):.2f}; highest: {worst[1]}); its fit "
                      f"seconds {min(slower[kind]):.1f}x to {max(slower[kind]):.1f}x those of "
                      f"the |Y|/4 pilot (median {np.median(slower[kind]):.1f}x: more rounds).")
+    for peaked, ratios in sorted(zero.items(), reverse=True):
+        if not ratios:
+            continue
+        values = sorted(r for r, _ in ratios)
+        lines.append(f"- RBF, phi {'>=' if peaked else '<'} {PEAKED}: ridge 0 has the lower "
+                     f"excess in {sum(r < 1 for r in values)} of {len(values)} cells; ratio "
+                     f"from {values[0]:.2f} ({min(ratios)[1]}) to {values[-1]:.2f} "
+                     f"({max(ratios)[1]}), median {np.median(values):.2f}.")
     return "\n".join(lines) + "\n"
 
 
@@ -144,7 +177,8 @@ def main(argv=None) -> int:
         with open(OUT / "pilot_size.csv") as handle:
             rows = [{**r, "budget": int(r["budget"]), "seconds": float(r["seconds"]),
                      "excess": float(r["excess"]), "n_landmarks": int(r["n_landmarks"]),
-                     "fit_words": int(r["fit_words"])} for r in csv.DictReader(handle)]
+                     "fit_words": int(r["fit_words"]), "phi": float(r["phi"])}
+                    for r in csv.DictReader(handle)]
         args.seeds = len({r["seed"] for r in rows})
     else:
         rows = run(args)
