@@ -32,6 +32,15 @@ a run cut short leaves whole seeds.
     python benchmarks/budget.py --summary-only            # summary.md and the plot from the cache
 
 Writes ``benchmarks/results/budget/{results.csv, summary.md, budget.png, cache/}``.
+
+A set named ``NAME-unit`` is NAME with every row scaled to unit norm after the
+standardisation, as text features often are. There a polynomial or arc-cosine
+kernel has the same k(a, a) for every point, so the pilot rule's diagonal test
+does not fire and the rule reads the flatness of a pilot of k points:
+
+    python benchmarks/budget.py --seeds 10 --kernels poly arccos \
+        --datasets digits-unit spam-unit satellite-unit insurance-unit \
+        --out benchmarks/results/budget/unit_rows
 """
 
 from __future__ import annotations
@@ -67,6 +76,8 @@ OUT = Path(__file__).parent / "results" / "budget"
 REFS = Path(__file__).parent / "results" / "sampler" / "refs"
 DATASETS = ("digits", "letter", "satellite", "spam", "insurance")
 UNCENTRED = ("digits", "satellite")
+UNIT = "-unit"  # a set's rows scaled to unit norm: NAME-unit
+UNIT_DATASETS = tuple(f"{name}{UNIT}" for name in DATASETS)
 KERNELS = ("rbf0.2", "rbf1.0", "poly", "arccos")
 BUDGETS = (10_000, 30_000, 100_000, 300_000, 1_000_000)
 K = 10
@@ -123,7 +134,8 @@ def rule_fingerprint() -> str:
     return _source_fingerprint(
         (budget._choose, budget.pilot_sizes, pilot.flatness, pilot.diagonal_spread,
          pilot.choose_after_pilot, pilot.piloted_fit),
-        repr((pilot.FLAT, pilot.BATCH_RATIO, pilot.MAX_SPREAD)) + sampler_fingerprint())
+        repr((pilot.FLAT, pilot.PEAKED, pilot.BATCH_RATIO, pilot.MAX_SPREAD))
+        + sampler_fingerprint())
 
 
 def method_tag(name: str, rule: str, sampler: str) -> str:
@@ -132,6 +144,9 @@ def method_tag(name: str, rule: str, sampler: str) -> str:
 
 
 def load_data(dataset: str) -> np.ndarray:
+    if dataset.endswith(UNIT):
+        X = load_data(dataset.removesuffix(UNIT))
+        return X / np.linalg.norm(X, axis=1, keepdims=True)
     if dataset == "insurance":
         from kernelscale.datasets import load_dataset
 
@@ -140,7 +155,7 @@ def load_data(dataset: str) -> np.ndarray:
 
 
 def n_workers(dataset: str) -> int:
-    return 5 if dataset == "digits" else 10
+    return 5 if dataset.removesuffix(UNIT) == "digits" else 10
 
 
 def kernel_options(kernel) -> dict:
@@ -243,7 +258,7 @@ def run(args, cache: Cache) -> None:
 def collect(cache: Cache, rule: str, sampler: str) -> list[dict]:
     """The cached rows of the current rule (budgeted fits), sampler and every sized method."""
     rows = []
-    for dataset, which, centred in settings(DATASETS, KERNELS):
+    for dataset, which, centred in settings(DATASETS + UNIT_DATASETS, KERNELS):
         for (_, _, method, tag), r in sorted(cache.load(dataset, which, centred)
                                                      .items(), key=lambda kv: str(kv[0])):
             if r["error"] is None or tag != method_tag(method, rule, sampler):
@@ -362,13 +377,18 @@ def write_summary(rows: list[dict], out: Path) -> None:
     seed_note = ", ".join(f"{count} cells with {n} seed(s)"
                           for n, count in sorted(n_seeds.items()))
     order = ["budget", *METHODS]
+    unit = all(c["key"][0].endswith(UNIT) for c in table)
     lines = [
-        "# The word budget on real data", "",
-        "Produced by `nice -n 10 python benchmarks/budget.py --seeds N` (results cached in "
+        "# The word budget on real data" + (", rows of unit norm" if unit else ""), "",
+        ("Every row scaled to unit norm after the standardisation (the set's name ends in "
+         f"'{UNIT}'; the command is in the script's docstring): k(a, a) is the same for every "
+         "point. " if unit else "")
+        + "Produced by `nice -n 10 python benchmarks/budget.py --seeds N` (results cached in "
         "`cache/`; `--summary-only` rebuilds this page) on the shared 2-core machine under "
         f"load (seconds are noisy: compare them within a row). Seeds run: {seed_note}. k = {K}; "
         "power-law workers (5 on digits, 10 elsewhere); every feature standardised; centred "
-        f"on every set, uncentred also on {' and '.join(UNCENTRED)}. Each cell: the budgeted "
+        "on every set" + ("" if unit else f", uncentred also on {' and '.join(UNCENTRED)}")
+        + ". Each cell: the budgeted "
         "fit `DistributedKernelPCA(max_words=B)` against every method sized to B "
         "(`method=m, max_words=B`), mean over the seeds where all ran. Excess = "
         "(err - opt) / (trace - opt) of the training data against the exact rank-k optimum.",
@@ -434,10 +454,12 @@ def plot(rows: list[dict], out: Path) -> None:
     if not groups:
         return
     datasets = sorted({g[0] for g in groups})
-    fig, axes = plt.subplots(len(datasets), len(KERNELS), figsize=(15, 3 * len(datasets)),
+    kernels = [k for k in KERNELS if any(g[1] == k for g in groups)]
+    fig, axes = plt.subplots(len(datasets), len(kernels), figsize=(3.75 * len(kernels),
+                                                                    3 * len(datasets)),
                              squeeze=False)
     for dataset, which in groups:
-        ax = axes[datasets.index(dataset), KERNELS.index(which)]
+        ax = axes[datasets.index(dataset), kernels.index(which)]
         cells = sorted((c for c in table if c["key"][:3] == (dataset, which, True)),
                        key=lambda c: c["key"][3])
         for method in ["budget", *METHODS]:
@@ -461,7 +483,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
+    parser.add_argument("--datasets", nargs="+", choices=DATASETS + UNIT_DATASETS,
+                        default=list(DATASETS))
     parser.add_argument("--kernels", nargs="+", choices=KERNELS, default=list(KERNELS))
     parser.add_argument("--budgets", nargs="+", type=int, default=list(BUDGETS))
     parser.add_argument("--part", choices=("all", "sized", "budget"), default="all",
