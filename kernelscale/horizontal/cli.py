@@ -142,16 +142,18 @@ def _print_budget(n_rows, d, args, options) -> None:
           f"({plan.forecast.words:,} words): {plan.reason}")
     if plan.method == "diskpca" and args.sampler == "ridge":
         from kernelscale.horizontal.diskpca import ridge_schedule
-        from kernelscale.horizontal.pilot import FLAT, PEAKED
+        from kernelscale.horizontal.pilot import FLAT, MIN_PILOT, PEAKED
 
         kernel = options["kernel"]
         n_pilot = ridge_schedule(kernel, args.n_components, plan.n_landmarks)[0]
+        if n_pilot < MIN_PILOT * args.n_components:
+            print(f"  its uniform pilot of {n_pilot} points is too few to read the spectrum "
+                  f"(fewer than {MIN_PILOT} k = {MIN_PILOT * args.n_components}): the fit "
+                  "keeps this plan")
+            return
         after = pilot_sizes(plan, n_pilot)
         options = ", ".join(f"{m} with {f.setting}" for m, f in after.items() if f is not None)
-        keeps = "" if kernel.is_shift_invariant else (
-            f"it keeps this plan where k(a, a) varies over the pilot ({kernel.name} on rows of "
-            "different norms); otherwise, ")
-        print(f"  its uniform pilot of {n_pilot} points can change this: {keeps}where the "
+        print(f"  its uniform pilot of {n_pilot} points can change this: where the "
               f"pilot's energy is spread (flatness < {FLAT}), the fit runs "
               f"{options or 'no other method'} instead (the pilot's points count towards "
               f"their sample); where it is concentrated (flatness >= {PEAKED}), the ridge "

@@ -31,6 +31,15 @@ measured on digits, letter, satellite, spam and insurance
   norm, which a pilot of a few dozen points may miss (its phi then looks
   flat) while the ridge sampler finds them over all the data; uniform
   samples there lost by 10-10^4x;
+* a pilot of fewer than :data:`MIN_PILOT` k points (3k; a pilot of k points
+  with polynomial, linear and arc-cosine kernels, ``ceil(|Y| / 4)`` below 3k
+  with RBF and Laplacian kernels): disKPCA with the ridge sampler, as
+  forecast. phi compares the top j = min(k, |P| / 3) eigenvalues with the
+  rest; from so few points it is noise. With rows of unit norm, where these
+  kernels have a constant diagonal and the diagonal rule does not fire,
+  pilots of 10 points read phi < 0.33 and chose uniform + batch, whose excess
+  is 27-37x the ridge sampler's there (spam, polynomial, 3 x 10^5 and 10^6
+  words; ``results/budget/unit_rows``);
 * phi >= :data:`PEAKED` (0.7): disKPCA with the ridge sampler, as forecast,
   its rounds drawing by the plain residual (ridge 0; ``diskpca(ridge_scale=0)``),
   paper 001's adaptive sampling. The top directions stand well above the
@@ -68,6 +77,8 @@ from kernelscale.runtime.cluster import one_blas_thread
 FLAT = 0.33
 #: At or above this flatness the ridge sampler's rounds draw by the plain residual.
 PEAKED = 0.7
+#: The flatness is read from a pilot of at least MIN_PILOT x k points.
+MIN_PILOT = 3
 #: Where the energy is spread, uniform + batch when it ships this many times disLR's |Y|.
 BATCH_RATIO = 2.0
 #: Above this ratio of the largest to the smallest k(a, a) over the pilot, keep the ridge sampler.
@@ -113,7 +124,8 @@ class PilotChoice(NamedTuple):
     ridge_scale: float = 1.0
 
 
-def choose_after_pilot(phi: float, sizes: dict, spread: float = 1.0) -> PilotChoice:
+def choose_after_pilot(phi: float, sizes: dict, spread: float = 1.0, n_pilot: int | None = None,
+                       n_components: int | None = None) -> PilotChoice:
     """The method after the pilot, and why, from phi and each method's |Y| within B.
 
     ``sizes`` maps 'diskpca', 'uniform_dislr' and 'uniform_batch' to their
@@ -128,6 +140,11 @@ def choose_after_pilot(phi: float, sizes: dict, spread: float = 1.0) -> PilotCho
             f"the kernel's diagonal varies over the pilot (max/min {spread:.3g} > "
             f"{MAX_SPREAD}): the ridge sampler chooses the points that carry the energy, "
             f"|Y| = {sizes['diskpca']}"))
+    if n_pilot is not None and n_components is not None and n_pilot < MIN_PILOT * n_components:
+        return PilotChoice("diskpca", (
+            f"the pilot of {n_pilot} points is too small to read its flatness (fewer than "
+            f"{MIN_PILOT} k = {MIN_PILOT * n_components}): the ridge sampler chooses "
+            f"|Y| = {sizes['diskpca']} landmarks"))
     if phi >= PEAKED:
         return PilotChoice("diskpca", (
             f"the pilot's energy is concentrated (phi = {phi:.2f} >= {PEAKED}): the ridge "
@@ -201,7 +218,7 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
     # Step 2: the method the pilot shows, sized to what is left of the budget
     uniform = pilot_sizes(plan, n_pilot)
     sizes = {"diskpca": n_y, **{m: f.n_landmarks if f else None for m, f in uniform.items()}}
-    method, reason, ridge_scale = choose_after_pilot(phi, sizes, spread)
+    method, reason, ridge_scale = choose_after_pilot(phi, sizes, spread, n_pilot, k)
     pilot = {"n_pilot": n_pilot, "phi": phi, "diagonal_spread": spread,
              "forecast_method": plan.method}
     if method == "diskpca":
