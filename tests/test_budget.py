@@ -225,7 +225,7 @@ def test_cli_plan_and_fit_with_max_words(tmp_path, capsys):
                  "--kernel", "poly", "--n-components", "5"]) == 0
     pilot = capsys.readouterr().out.strip().splitlines()[-1]
     assert pilot.strip() == ("its uniform pilot of 5 points is too few to read the spectrum "
-                             "(fewer than 3 k = 15): the fit keeps this plan")
+                             "(fewer than 2 k = 10): the fit keeps this plan")
     model = tmp_path / "m.npz"
     assert main(["fit", "--data", str(data), "--workers", "4", "--max-words", "40000",
                  "--out", str(model), "--quiet"]) == 0
@@ -348,13 +348,13 @@ def test_the_rule_drops_the_ridge_only_where_the_pilot_is_concentrated():
 
 
 @pytest.mark.parametrize("phi", [0.0, 0.5, 0.9])
-def test_a_pilot_under_3k_points_keeps_the_forecast_whatever_it_reads(phi):
+def test_a_pilot_under_2k_points_keeps_the_forecast_whatever_it_reads(phi):
     from kernelscale.horizontal.pilot import MIN_PILOT, choose_after_pilot
 
     sizes = {"diskpca": 60, "uniform_dislr": 60, "uniform_batch": 200}
     small = choose_after_pilot(phi, sizes, n_pilot=MIN_PILOT * 10 - 1, n_components=10)
     assert small == ("diskpca", small.reason, 1.0)
-    assert "too small to read its flatness (fewer than 3 k = 30)" in small.reason
+    assert "too small to read its flatness (fewer than 2 k = 20)" in small.reason
     enough = choose_after_pilot(phi, sizes, n_pilot=MIN_PILOT * 10, n_components=10)
     assert enough == choose_after_pilot(phi, sizes)
 

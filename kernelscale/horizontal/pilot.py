@@ -31,15 +31,18 @@ measured on digits, letter, satellite, spam and insurance
   norm, which a pilot of a few dozen points may miss (its phi then looks
   flat) while the ridge sampler finds them over all the data; uniform
   samples there lost by 10-10^4x;
-* a pilot of fewer than :data:`MIN_PILOT` k points (3k; a pilot of k points
-  with polynomial, linear and arc-cosine kernels, ``ceil(|Y| / 4)`` below 3k
-  with RBF and Laplacian kernels): disKPCA with the ridge sampler, as
+* a pilot of fewer than :data:`MIN_PILOT` k points (2k: the pilot of k points
+  of polynomial, linear and arc-cosine kernels, and ``ceil(|Y| / 4)`` below
+  2k with RBF and Laplacian kernels): disKPCA with the ridge sampler, as
   forecast. phi compares the top j = min(k, |P| / 3) eigenvalues with the
-  rest; from so few points it is noise. With rows of unit norm, where these
+  rest, and from k points it misleads: with rows of unit norm, where these
   kernels have a constant diagonal and the diagonal rule does not fire,
   pilots of 10 points read phi < 0.33 and chose uniform + batch, whose excess
   is 27-37x the ridge sampler's there (spam, polynomial, 3 x 10^5 and 10^6
-  words; ``results/budget/unit_rows``);
+  words; ``results/budget/unit_rows``). Pilots of 21 to 29 points (RBF at
+  10^5 words) are read, and must be: on letter and satellite there, with
+  RBF at 0.2 x the median distance, the ridge sampler has 1.2-1.5x the
+  excess of the uniform + batch their pilots choose;
 * phi >= :data:`PEAKED` (0.7): disKPCA with the ridge sampler, as forecast,
   its rounds drawing by the plain residual (ridge 0; ``diskpca(ridge_scale=0)``),
   paper 001's adaptive sampling. The top directions stand well above the
@@ -78,7 +81,7 @@ FLAT = 0.33
 #: At or above this flatness the ridge sampler's rounds draw by the plain residual.
 PEAKED = 0.7
 #: The flatness is read from a pilot of at least MIN_PILOT x k points.
-MIN_PILOT = 3
+MIN_PILOT = 2
 #: Where the energy is spread, uniform + batch when it ships this many times disLR's |Y|.
 BATCH_RATIO = 2.0
 #: Above this ratio of the largest to the smallest k(a, a) over the pilot, keep the ridge sampler.
