@@ -134,7 +134,7 @@ def rule_fingerprint() -> str:
     return _source_fingerprint(
         (budget._choose, budget.pilot_sizes, pilot.flatness, pilot.diagonal_spread,
          pilot.choose_after_pilot, pilot.piloted_fit),
-        repr((pilot.FLAT, pilot.PEAKED, pilot.BATCH_RATIO, pilot.MAX_SPREAD))
+        repr((pilot.FLAT, pilot.PEAKED, pilot.MIN_PILOT, pilot.BATCH_RATIO, pilot.MAX_SPREAD))
         + sampler_fingerprint())
 
 
