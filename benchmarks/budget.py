@@ -393,8 +393,9 @@ def write_summary(rows: list[dict], out: Path) -> None:
         "(`method=m, max_words=B`), mean over the seeds where all ran. Excess = "
         "(err - opt) / (trace - opt) of the training data against the exact rank-k optimum.",
         "", "## Verdict", "",
-        f"- No ledger above B: {sum(len(c['over']) for c in table)} budgeted fits over their "
-        f"budget, in {len(over)} of {len(table)} cells. {verdict(not over)}",
+        f"- No ledger above B: {sum(len(c['over']) for c in table)} of "
+        f"{sum(len(c['seeds']) for c in table):,} budgeted fits over their budget, in "
+        f"{len(over)} of {len(table)} cells. {verdict(not over)}",
         f"- Budgeted excess <= {TOLERANCE} x the best method's (or best < {AT_OPTIMUM:g}): "
         f"{len(table) - len(missed)} of {len(table)} cells. {verdict(not missed)}",
     ]
