@@ -137,6 +137,10 @@ def choose_after_pilot(phi: float, sizes: dict, spread: float = 1.0, n_pilot: in
     in feature space differ (polynomial, arc-cosine kernels), the energy sits
     with the points of large norm, which a small pilot may not hold, so the
     ridge sampler, which looks for them over all the data, keeps the choice.
+    ``n_pilot`` and ``n_components``: the pilot's points and k; a pilot of
+    fewer than :data:`MIN_PILOT` k points keeps the ridge plan, phi unread.
+    The rules in order are the module's list; the result is a
+    :class:`PilotChoice`.
     """
     if spread > MAX_SPREAD:
         return PilotChoice("diskpca", (
