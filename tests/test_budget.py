@@ -347,6 +347,22 @@ def test_the_rule_drops_the_ridge_only_where_the_pilot_is_concentrated():
     assert choose_after_pilot(0.9, sizes, spread=2 * MAX_SPREAD).ridge_scale == 1.0
 
 
+def test_batch_counts_its_sample_with_the_finite_population_correction():
+    from kernelscale.horizontal.pilot import choose_after_pilot
+
+    # digits at 1e5 words: 227 of 1,797 rows count as 260 draws, 2.01x disLR's 129
+    sizes = {"diskpca": 129, "uniform_dislr": 129, "uniform_batch": 227}
+    assert choose_after_pilot(0.05, sizes).method == "uniform_dislr"  # 1.76x
+    chosen = choose_after_pilot(0.05, sizes, n_samples=1797)
+    assert chosen.method == "uniform_batch" and "2.0x" in chosen.reason
+    # insurance at 3e5 words: 287 of 5,822 rows, 1.9x disLR's 159: uniform + disLR
+    sizes = {"diskpca": 159, "uniform_dislr": 159, "uniform_batch": 287}
+    assert choose_after_pilot(0.03, sizes, n_samples=5822).method == "uniform_dislr"
+    # a sample of every row is exact: batch whatever disLR takes
+    sizes = {"diskpca": 500, "uniform_dislr": 500, "uniform_batch": 600}
+    assert choose_after_pilot(0.03, sizes, n_samples=600).method == "uniform_batch"
+
+
 @pytest.mark.parametrize("phi", [0.0, 0.5, 0.9])
 def test_a_pilot_under_2k_points_keeps_the_forecast_whatever_it_reads(phi):
     from kernelscale.horizontal.pilot import MIN_PILOT, choose_after_pilot
