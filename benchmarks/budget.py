@@ -125,17 +125,20 @@ def sampler_fingerprint() -> str:
 
 
 def rule_fingerprint() -> str:
-    """A fingerprint of the budget rule (its functions' source and thresholds) and sampler.
+    """A fingerprint of the budget rule and sampler: every function and constant of
+    :mod:`kernelscale.horizontal.pilot`, and the forecast's choice and resizing.
 
     A cached budgeted fit is redone when it changes (not when a docstring does).
     """
+    import inspect
+
     from kernelscale.horizontal import budget, pilot
 
-    return _source_fingerprint(
-        (budget._choose, budget.pilot_sizes, pilot.flatness, pilot.diagonal_spread,
-         pilot.choose_after_pilot, pilot.piloted_fit),
-        repr((pilot.FLAT, pilot.PEAKED, pilot.MIN_PILOT, pilot.BATCH_RATIO, pilot.MAX_SPREAD))
-        + sampler_fingerprint())
+    own = [f for f in vars(pilot).values()
+           if inspect.isfunction(f) and f.__module__ == pilot.__name__]
+    constants = tuple(value for name, value in vars(pilot).items() if name.isupper())
+    return _source_fingerprint((budget._choose, budget.pilot_sizes, *own),
+                               repr(constants) + sampler_fingerprint())
 
 
 def method_tag(name: str, rule: str, sampler: str) -> str:

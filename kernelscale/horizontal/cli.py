@@ -142,11 +142,11 @@ def _print_budget(n_rows, d, args, options) -> None:
           f"({plan.forecast.words:,} words): {plan.reason}")
     if plan.method == "diskpca" and args.sampler == "ridge":
         from kernelscale.horizontal.diskpca import ridge_schedule
-        from kernelscale.horizontal.pilot import FLAT, MIN_PILOT, PEAKED
+        from kernelscale.horizontal.pilot import FLAT, MIN_PILOT, PEAKED, too_small_to_read
 
         kernel = options["kernel"]
         n_pilot = ridge_schedule(kernel, args.n_components, plan.n_landmarks)[0]
-        if n_pilot < MIN_PILOT * args.n_components:
+        if too_small_to_read(n_pilot, args.n_components):
             print(f"  its uniform pilot of {n_pilot} points is too few to read the spectrum "
                   f"(fewer than {MIN_PILOT} k = {MIN_PILOT * args.n_components}): the fit "
                   "keeps this plan")

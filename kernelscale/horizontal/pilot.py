@@ -123,6 +123,11 @@ def diagonal_spread(K: np.ndarray) -> float:
     return float("inf") if low <= 0 else float(d.max()) / low
 
 
+def too_small_to_read(n_pilot: int, n_components: int) -> bool:
+    """Whether a pilot of ``n_pilot`` points is below the :data:`MIN_PILOT` k floor."""
+    return n_pilot < MIN_PILOT * n_components
+
+
 class PilotChoice(NamedTuple):
     """What the master runs after the pilot."""
 
@@ -155,7 +160,7 @@ def choose_after_pilot(phi: float, sizes: dict, spread: float = 1.0, n_pilot: in
             f"the kernel's diagonal varies over the pilot (max/min {spread:.3g} > "
             f"{MAX_SPREAD}): the ridge sampler chooses the points that carry the energy, "
             f"|Y| = {sizes['diskpca']}"))
-    if n_pilot is not None and n_components is not None and n_pilot < MIN_PILOT * n_components:
+    if None not in (n_pilot, n_components) and too_small_to_read(n_pilot, n_components):
         return PilotChoice("diskpca", (
             f"the pilot of {n_pilot} points is too small to read its flatness (fewer than "
             f"{MIN_PILOT} k = {MIN_PILOT * n_components}): the ridge sampler chooses "
