@@ -54,10 +54,16 @@ from kernelscale.partition import make_partition, split  # noqa: E402
 OUT = Path(__file__).parent / "results" / "budget"
 BUDGETS = (30_000, 100_000, 300_000, 1_000_000)
 K = 10
-QUARTER = "|Y|/4"
-PILOTS = {QUARTER: lambda n_y: max(K, math.ceil(n_y / 4)), "k": lambda n_y: K,
-          "|Y|/4 ridge 0": lambda n_y: max(K, math.ceil(n_y / 4))}
-RIDGE_SCALE = {"|Y|/4 ridge 0": 0.0}
+QUARTER, ZERO = "|Y|/4", "|Y|/4 ridge 0"
+
+
+def quarter(n_y: int) -> int:
+    return max(K, math.ceil(n_y / 4))
+
+
+# each variant's pilot size from |Y|, and its ridge scale (1 unless given)
+PILOTS = {QUARTER: quarter, "k": lambda n_y: K, ZERO: quarter}
+RIDGE_SCALE = {ZERO: 0.0}
 
 
 def sized(pilot: str, budget: int, n_rows, d: int, kernel) -> int | None:
@@ -100,9 +106,6 @@ def run(args) -> list[dict]:
                                      "phi": round(flatness(kernel(P, P), K), 4)})
             print(f"{dataset} {which}: {time.perf_counter() - start:.0f} s", flush=True)
     return rows
-
-
-ZERO = "|Y|/4 ridge 0"
 
 
 def summary(rows: list[dict], seeds: int) -> str:
