@@ -1,0 +1,215 @@
+"""The ridge sampler's ridge, from the plain residual to nearly uniform, at equal words (issue 20).
+
+The budget grid's one miss that is not noise (``benchmarks/budget.py``:
+insurance, RBF at 1.0 x the median distance, B = 10^5) is a cell where
+uniform + disLR beats the ridge sampler. The ridge is a dial between the two:
+``diskpca(ridge_scale=s)`` multiplies the pilot's ridge (its tail beyond k
+over k) by s. At s = 0 the rounds draw by the plain residual (paper 001's
+adaptive sampling, what the budget runs where its pilot reads phi >= 0.7);
+as s grows the ridge residual of every point of an RBF kernel tends to
+k(a, a) / ridge, the same for all, and the rounds draw nearly uniformly.
+
+This script sweeps the dial on the grid's RBF cells (the five sets,
+standardised; RBF at 0.2 and 1.0 x the median distance; centred; k = 10;
+power-law workers; the grid's seeds and partitions): the ridge sampler with
+its |Y|/4 pilot and s = 0, 1, 4 and 16, and uniform + disLR, each sized to the
+same word budget B. It asks two questions of the mean excess
+(err - opt) / (trace - opt):
+
+* is one value of s within 1.1x of the best variant in every cell?
+* does the pilot's flatness phi tell the cells that want a large ridge
+  (or uniform landmarks) from those that want a small one?
+
+    python benchmarks/budget_ridge_scale.py                 # about 5 minutes on one core
+    python benchmarks/budget_ridge_scale.py --summary-only  # ridge_scale.md from the CSV
+
+Writes ``benchmarks/results/budget/ridge_scale.{csv,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from budget import BUDGETS, DATASETS, REFS, TOLERANCE, load_data, n_workers, one_fit  # noqa: E402
+from budget_hybrids import measured_fit  # noqa: E402
+from budget_pilot_size import QUARTER, quarter, sized  # noqa: E402
+from sampler import KERNEL_LABELS, make_setting_kernel, references  # noqa: E402
+
+from kernelscale.bench import write_rows  # noqa: E402
+from kernelscale.horizontal.diskpca import diskpca  # noqa: E402
+from kernelscale.horizontal.pilot import FLAT, PEAKED, flatness  # noqa: E402
+from kernelscale.partition import make_partition, split  # noqa: E402
+
+OUT = Path(__file__).parent / "results" / "budget"
+KERNELS = ("rbf0.2", "rbf1.0")
+K = 10
+SCALES = (0.0, 1.0, 4.0, 16.0)
+UNIFORM = "uniform + disLR"
+
+
+def scale_label(scale: float) -> str:
+    return f"ridge x{scale:g}"
+
+
+VARIANTS = tuple(scale_label(s) for s in SCALES) + (UNIFORM,)
+
+
+def cell_fits(parts, kernel, ref, budget: int, seed: int, d: int) -> list[dict]:
+    """Every variant sized to ``budget`` on one partition (none where k landmarks cost more)."""
+    n_rows = [p.shape[0] for p in parts]
+    n_y = sized(QUARTER, budget, n_rows, d, kernel)
+    if n_y is None:
+        return []
+    n_pilot, rows = quarter(n_y), []
+    for scale in SCALES:
+        model, words, seconds, _, excess = measured_fit(
+            diskpca, parts, ref, kernel, K, n_y, n_pilot, center=True, random_state=seed,
+            redraw=False, ridge_scale=scale)
+        P = model.landmarks[:n_pilot]  # Y holds the pilot first
+        rows.append({"variant": scale_label(scale), "n_landmarks": model.landmarks.shape[0],
+                     "n_pilot": n_pilot, "fit_words": words, "seconds": round(seconds, 4),
+                     "excess": excess, "phi": round(float(flatness(kernel(P, P), K)), 4)})
+    fit = one_fit(parts, kernel, ref, budget, seed, True, {"method": "uniform_dislr"})
+    rows.append({"variant": UNIFORM, "n_landmarks": fit["n_landmarks"], "n_pilot": 0,
+                 "fit_words": fit["fit_words"], "seconds": fit["seconds"],
+                 "excess": fit["excess"], "phi": rows[0]["phi"]})
+    return rows
+
+
+def run(args) -> list[dict]:
+    rows = []
+    for dataset in args.datasets:
+        X = load_data(dataset)
+        for which in args.kernels:
+            kernel = make_setting_kernel(X, which)
+            ref = references(dataset, which, X, kernel, REFS)[True]
+            start = time.perf_counter()
+            for seed in range(args.seeds):
+                parts = split(X, make_partition(X.shape[0], n_workers(dataset),
+                                                random_state=seed))
+                for budget in args.budgets:
+                    rows += [{"dataset": dataset, "kernel": which, "budget": budget,
+                              "seed": seed, **fit}
+                             for fit in cell_fits(parts, kernel, ref, budget, seed, X.shape[1])]
+            print(f"{dataset} {which}: {time.perf_counter() - start:.0f} s", flush=True)
+    return rows
+
+
+def cell_means(rows: list[dict]) -> dict:
+    """(data, kernel, B) -> {variant: (mean excess, mean |Y|, mean words, mean seconds)},
+    with the cell's mean phi and pilot size under the keys 'phi' and 'pilot'."""
+    cells = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        cells[(r["dataset"], r["kernel"], r["budget"])][r["variant"]].append(r)
+    means = {}
+    for key, variants in sorted(cells.items()):
+        if set(variants) != set(VARIANTS):
+            continue
+        means[key] = {v: tuple(float(np.mean([r[c] for r in variants[v]]))
+                               for c in ("excess", "n_landmarks", "fit_words", "seconds"))
+                      for v in VARIANTS}
+        first = variants[VARIANTS[0]]
+        means[key]["phi"] = float(np.mean([r["phi"] for r in first]))
+        means[key]["pilot"] = float(np.mean([r["n_pilot"] for r in first]))
+    return means
+
+
+def summary(rows: list[dict], seeds: int) -> str:
+    means = cell_means(rows)
+    lines = ["# The ridge sampler's ridge, from the plain residual to nearly uniform, "
+             "at equal words", "",
+             f"Produced by `python benchmarks/budget_ridge_scale.py --seeds {seeds}`. "
+             "Centred, k = 10, the budget grid's data, RBF kernels, workers and seeds. Each "
+             "variant sized to the same B: the ridge sampler with its |Y|/4 pilot and its "
+             "ridge (the pilot's tail beyond k over k) times s (`diskpca(ridge_scale=s)`), "
+             "and uniform + disLR. Mean excess (err - opt) / (trace - opt) over the seeds "
+             "(mean |Y|, mean fit words, mean fit seconds; one process on the shared 2-core "
+             "machine: compare within a row). phi: the mean flatness of the pilots; "
+             "ratios: each variant's excess over the best variant's in the cell.", "",
+             "| data | kernel | B | pilot | phi | " + " | ".join(VARIANTS) + " | "
+             + " | ".join(f"ratio {v}" for v in VARIANTS) + " |",
+             "|" + "---|" * (5 + 2 * len(VARIANTS))]
+    within, prefer, bands = defaultdict(list), defaultdict(list), defaultdict(list)
+    for (dataset, which, budget), cell in means.items():
+        best = min(cell[v][0] for v in VARIANTS)
+        ratio = {v: cell[v][0] / best if best > 0 else 1.0 for v in VARIANTS}
+        label = f"{dataset} {KERNEL_LABELS[which]} {budget:,}"
+        band = (f"phi < {FLAT}" if cell["phi"] < FLAT else f"{FLAT} <= phi < {PEAKED}"
+                if cell["phi"] < PEAKED else f"phi >= {PEAKED}")
+        bands[band].append((label, ratio))
+        for v in VARIANTS:
+            within[v].append((ratio[v] <= TOLERANCE, label))
+        # which way the dial should turn from the pilot's ridge (s = 1), by more than 1.1x
+        small, large = ratio[scale_label(0.0)], min(ratio[v] for v in VARIANTS[2:])
+        if ratio[scale_label(1.0)] > TOLERANCE * min(small, large):
+            prefer["large" if large < small else "small"].append((cell["phi"], label))
+        text = [f"{cell[v][0]:.3g} ({cell[v][1]:.0f}, {cell[v][2] / 1e3:.0f}k, "
+                f"{cell[v][3]:.2f}s)" for v in VARIANTS]
+        lines.append(f"| {dataset} | {KERNEL_LABELS[which]} | {budget:,} | "
+                     f"{cell['pilot']:.0f} | {cell['phi']:.2f} | " + " | ".join(text) + " | "
+                     + " | ".join(f"{ratio[v]:.2f}" for v in VARIANTS) + " |")
+    lines += ["", f"Within {TOLERANCE}x of the best variant, of {len(means)} cells:", ""]
+    for v in VARIANTS:
+        met = [label for ok, label in within[v] if ok]
+        missed = [label for ok, label in within[v] if not ok]
+        lines.append(f"- {v}: {len(met)}" + (f"; misses: {', '.join(missed)}" if missed
+                                             else ""))
+    lines += ["", "By the pilot rule's bands of phi (`kernelscale.horizontal.pilot`: below "
+              f"{FLAT} it sends uniform points, from {PEAKED} it drops the ridge), the cells "
+              f"where each variant is within {TOLERANCE}x of the best:", ""]
+    for band, cells in sorted(bands.items()):
+        counts = ", ".join(f"{v} {sum(r[v] <= TOLERANCE for _, r in cells)}"
+                           for v in VARIANTS)
+        lines.append(f"- {band}, {len(cells)} cells: {counts}.")
+    lines += ["", f"Cells where the pilot's ridge (s = 1) has more than {TOLERANCE}x the "
+              "excess of a smaller or a larger dial setting, with their mean phi:", ""]
+    for way, text in (("small", "a smaller ridge (s = 0)"),
+                      ("large", "a larger ridge (s = 4, 16) or uniform + disLR")):
+        cells = sorted(prefer[way])
+        listed = "; ".join(f"{label} ({phi:.2f})" for phi, label in cells) or "none"
+        span = f"phi {cells[0][0]:.2f}-{cells[-1][0]:.2f}: " if cells else ""
+        lines.append(f"- better with {text}: {len(cells)} cells, {span}{listed}.")
+    return "\n".join(lines) + "\n"
+
+
+def read_rows(path: Path) -> list[dict]:
+    with open(path) as handle:
+        return [{**r, "budget": int(r["budget"]), "seconds": float(r["seconds"]),
+                 "excess": float(r["excess"]), "n_landmarks": int(r["n_landmarks"]),
+                 "n_pilot": int(r["n_pilot"]), "fit_words": int(r["fit_words"]),
+                 "phi": float(r["phi"])}
+                for r in csv.DictReader(handle)]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
+    parser.add_argument("--kernels", nargs="+", choices=KERNELS, default=list(KERNELS))
+    parser.add_argument("--budgets", nargs="+", type=int, default=list(BUDGETS))
+    parser.add_argument("--summary-only", action="store_true",
+                        help="ridge_scale.md from the CSV")
+    args = parser.parse_args(argv)
+    if args.summary_only:
+        rows = read_rows(OUT / "ridge_scale.csv")
+        args.seeds = len({r["seed"] for r in rows})
+    else:
+        rows = run(args)
+        OUT.mkdir(parents=True, exist_ok=True)
+        write_rows(OUT / "ridge_scale.csv", rows)
+    (OUT / "ridge_scale.md").write_text(summary(rows, args.seeds))
+    print((OUT / "ridge_scale.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
