@@ -18,7 +18,14 @@ could read, 20 pilots each:
   captured by the best j directions in span(phi(A)): what batch KPCA loses by
   estimating the subspace from its sample rather than from all rows;
 * ``l1, l5, l10``: the pilot's 1st, 5th and 10th centred eigenvalues over
-  their mean.
+  their mean;
+* ``residual spread``: not a statistic of the pilot but of every row, what
+  the ridge sampler's first round computes: each row's ridge residual r to
+  span(phi(P)) (:func:`kernelscale.horizontal.sampling.ridge_residual_step`,
+  at the pilot's ridge), and their effective share (sum r)^2 / (n sum r^2),
+  1 when every row weighs the same and small when a few rows hold the
+  residual. A reply of sum r^2 beside sum r (one word more per worker) would
+  carry it to the master.
 
 and, for spam and letter (the sets with the most duplicated rows: a point of
 spam has 69 copies), the excess of batch KPCA on a uniform sample of distinct
@@ -46,6 +53,7 @@ from sampler import make_setting_kernel  # noqa: E402
 from kernelscale.datasets import load_dataset  # noqa: E402
 from kernelscale.horizontal.diskpca import pilot_ridge  # noqa: E402
 from kernelscale.horizontal.pilot import flatness  # noqa: E402
+from kernelscale.linalg import ridge_whitening  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "budget"
 DATASETS = ("spam", "digits", "letter", "satellite", "insurance")
@@ -82,14 +90,21 @@ def batch_loss(kernel, P: np.ndarray, rng) -> float:
     return float(1.0 - np.sum(Z[:, :j] ** 2) / best)
 
 
-def pilot_signals(kernel, P: np.ndarray, rng) -> list[float]:
+def residual_spread(kernel, X: np.ndarray, P: np.ndarray, mu: float) -> float:
+    """(sum r)^2 / (n sum r^2) of the rows' ridge residuals r to span(phi(P)) at ridge mu."""
+    r = np.maximum(kernel.diag(X) - np.sum((kernel(X, P) @ ridge_whitening(kernel(P, P), mu))
+                                           ** 2, axis=1), 0.0)
+    return float(r.sum() ** 2 / (X.shape[0] * np.sum(r ** 2)))
+
+
+def pilot_signals(kernel, X: np.ndarray, P: np.ndarray, rng) -> list[float]:
     Kp = kernel(P, P)
     mu = pilot_ridge(kernel, P, K, True)
     leverage = np.diag(np.linalg.solve(Kp + mu * np.eye(P.shape[0]), Kp))
     w = np.maximum(np.linalg.eigvalsh(centred(Kp)), 0.0)[::-1]
     mean = w.sum() / P.shape[0]
     return [flatness(Kp, K), leverage.std() / leverage.mean(), batch_loss(kernel, P, rng),
-            w[0] / mean, w[4] / mean, w[9] / mean]
+            w[0] / mean, w[4] / mean, w[9] / mean, residual_spread(kernel, X, P, mu)]
 
 
 def weighted_batch_excess(kernel, X, S, weights, opt, trace) -> float:
@@ -141,15 +156,15 @@ def main() -> int:
              "(10th-90th percentile in brackets), RBF kernel at 0.2 and 1.0 x the median "
              "distance, centred, k = 10. At RBF 0.2 the best method at 3e5 and 1e6 words "
              "(`summary.md`) is disKPCA (ridge) on spam and uniform + batch on the other sets.",
-             "", "| set | kernel | pilot | phi | leverage cv | batch loss | l1 | l5 | l10 |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "", "| set | kernel | pilot | phi | leverage cv | batch loss | l1 | l5 | l10 | "
+             "residual spread |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name in DATASETS:
         X = load(name)
         for which in ("rbf0.2", "rbf1.0"):
             kernel = make_setting_kernel(X, which)
             for size in PILOTS:
                 values = np.array([
-                    pilot_signals(kernel, X[np.random.default_rng(s).choice(
+                    pilot_signals(kernel, X, X[np.random.default_rng(s).choice(
                         X.shape[0], size, replace=False)], np.random.default_rng(100 + s))
                     for s in range(N_PILOTS)])
                 cells = [f"{np.median(v):.2f} [{np.percentile(v, 10):.2f}, "
