@@ -75,7 +75,27 @@ def sized(pilot: str, budget: int, n_rows, d: int, kernel) -> int | None:
     return largest_within(forecast, budget, n_rows, d, kernel)
 
 
-def run(args) -> list[dict]:
+def cell_fits(parts, kernel, ref, budget: int, seed: int, d: int) -> list[dict]:
+    """Every pilot variant sized to ``budget`` on one partition (none below k landmarks)."""
+    n_rows, rows = [p.shape[0] for p in parts], []
+    for pilot in PILOTS:
+        n_y = sized(pilot, budget, n_rows, d, kernel)
+        if n_y is None:
+            continue
+        n_pilot = PILOTS[pilot](n_y)
+        model, words, seconds, _, excess = measured_fit(
+            diskpca, parts, ref, kernel, K, n_y, n_pilot, center=True, random_state=seed,
+            redraw=False, ridge_scale=RIDGE_SCALE.get(pilot, 1.0))
+        P = model.landmarks[:n_pilot]  # Y holds the pilot first
+        rows.append({"pilot": pilot, "n_landmarks": model.landmarks.shape[0],
+                     "n_pilot": n_pilot, "fit_words": words, "seconds": round(seconds, 4),
+                     "excess": excess, "phi": round(flatness(kernel(P, P), K), 4)})
+    return rows
+
+
+def run_grid(args, cell_fits) -> list[dict]:
+    """``cell_fits(parts, kernel, ref, B, seed, d)`` over the grid's data, kernels, seeds
+    (the budget grid's partitions) and budgets, centred."""
     rows = []
     for dataset in args.datasets:
         X = load_data(dataset)
@@ -86,24 +106,10 @@ def run(args) -> list[dict]:
             for seed in range(args.seeds):
                 parts = split(X, make_partition(X.shape[0], n_workers(dataset),
                                                 random_state=seed))
-                n_rows = [p.shape[0] for p in parts]
                 for budget in args.budgets:
-                    for pilot in PILOTS:
-                        n_y = sized(pilot, budget, n_rows, X.shape[1], kernel)
-                        if n_y is None:
-                            continue
-                        n_pilot = PILOTS[pilot](n_y)
-                        model, words, seconds, _, excess = measured_fit(
-                            diskpca, parts, ref, kernel, K, n_y, n_pilot, center=True,
-                            random_state=seed, redraw=False,
-                            ridge_scale=RIDGE_SCALE.get(pilot, 1.0))
-                        P = model.landmarks[:n_pilot]  # Y holds the pilot first
-                        rows.append({"dataset": dataset, "kernel": which, "budget": budget,
-                                     "seed": seed, "pilot": pilot,
-                                     "n_landmarks": model.landmarks.shape[0],
-                                     "n_pilot": n_pilot, "fit_words": words,
-                                     "seconds": round(seconds, 4), "excess": excess,
-                                     "phi": round(flatness(kernel(P, P), K), 4)})
+                    rows += [{"dataset": dataset, "kernel": which, "budget": budget,
+                              "seed": seed, **fit}
+                             for fit in cell_fits(parts, kernel, ref, budget, seed, X.shape[1])]
             print(f"{dataset} {which}: {time.perf_counter() - start:.0f} s", flush=True)
     return rows
 
@@ -168,25 +174,39 @@ def summary(rows: list[dict], seeds: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=10)
+# the CSV's columns that are numbers (a run's rows read back by --summary-only)
+NUMERIC = {"budget": int, "n_landmarks": int, "n_pilot": int, "fit_words": int,
+           "seconds": float, "excess": float, "phi": float}
+
+
+def parse_arguments(argv, doc: str, kernels, seeds: int, stem: str) -> argparse.Namespace:
+    """The options of a pilot benchmark that writes ``OUT/stem.{csv,md}``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=seeds)
     parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
-    parser.add_argument("--kernels", nargs="+", choices=KERNELS, default=list(KERNELS))
+    parser.add_argument("--kernels", nargs="+", choices=kernels, default=list(kernels))
     parser.add_argument("--budgets", nargs="+", type=int, default=list(BUDGETS))
-    parser.add_argument("--summary-only", action="store_true", help="pilot_size.md from the CSV")
-    args = parser.parse_args(argv)
+    parser.add_argument("--summary-only", action="store_true", help=f"{stem}.md from the CSV")
+    return parser.parse_args(argv)
+
+
+def run_or_read(args, stem: str, run) -> list[dict]:
+    """``run(args)``'s rows, written to ``OUT/stem.csv``; with --summary-only, that CSV's."""
     if args.summary_only:
-        with open(OUT / "pilot_size.csv") as handle:
-            rows = [{**r, "budget": int(r["budget"]), "seconds": float(r["seconds"]),
-                     "excess": float(r["excess"]), "n_landmarks": int(r["n_landmarks"]),
-                     "fit_words": int(r["fit_words"]), "phi": float(r["phi"])}
+        with open(OUT / f"{stem}.csv") as handle:
+            rows = [{key: NUMERIC.get(key, str)(value) for key, value in r.items()}
                     for r in csv.DictReader(handle)]
         args.seeds = len({r["seed"] for r in rows})
     else:
         rows = run(args)
         OUT.mkdir(parents=True, exist_ok=True)
-        write_rows(OUT / "pilot_size.csv", rows)
+        write_rows(OUT / f"{stem}.csv", rows)
+    return rows
+
+
+def main(argv=None) -> int:
+    args = parse_arguments(argv, __doc__, KERNELS, 10, "pilot_size")
+    rows = run_or_read(args, "pilot_size", lambda args: run_grid(args, cell_fits))
     (OUT / "pilot_size.md").write_text(summary(rows, args.seeds))
     print((OUT / "pilot_size.md").read_text())
     return 0

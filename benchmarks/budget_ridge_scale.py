@@ -28,10 +28,7 @@ Writes ``benchmarks/results/budget/ridge_scale.{csv,md}``.
 
 from __future__ import annotations
 
-import argparse
-import csv
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -39,15 +36,20 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from budget import BUDGETS, DATASETS, REFS, TOLERANCE, load_data, n_workers, one_fit  # noqa: E402
+from budget import TOLERANCE, one_fit  # noqa: E402
 from budget_hybrids import measured_fit  # noqa: E402
-from budget_pilot_size import QUARTER, quarter, sized  # noqa: E402
-from sampler import KERNEL_LABELS, make_setting_kernel, references  # noqa: E402
+from budget_pilot_size import (  # noqa: E402
+    QUARTER,
+    parse_arguments,
+    quarter,
+    run_grid,
+    run_or_read,
+    sized,
+)
+from sampler import KERNEL_LABELS  # noqa: E402
 
-from kernelscale.bench import write_rows  # noqa: E402
 from kernelscale.horizontal.diskpca import diskpca  # noqa: E402
 from kernelscale.horizontal.pilot import FLAT, PEAKED, flatness  # noqa: E402
-from kernelscale.partition import make_partition, split  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "budget"
 KERNELS = ("rbf0.2", "rbf1.0")
@@ -82,25 +84,6 @@ def cell_fits(parts, kernel, ref, budget: int, seed: int, d: int) -> list[dict]:
     rows.append({"variant": UNIFORM, "n_landmarks": fit["n_landmarks"], "n_pilot": 0,
                  "fit_words": fit["fit_words"], "seconds": fit["seconds"],
                  "excess": fit["excess"], "phi": rows[0]["phi"]})
-    return rows
-
-
-def run(args) -> list[dict]:
-    rows = []
-    for dataset in args.datasets:
-        X = load_data(dataset)
-        for which in args.kernels:
-            kernel = make_setting_kernel(X, which)
-            ref = references(dataset, which, X, kernel, REFS)[True]
-            start = time.perf_counter()
-            for seed in range(args.seeds):
-                parts = split(X, make_partition(X.shape[0], n_workers(dataset),
-                                                random_state=seed))
-                for budget in args.budgets:
-                    rows += [{"dataset": dataset, "kernel": which, "budget": budget,
-                              "seed": seed, **fit}
-                             for fit in cell_fits(parts, kernel, ref, budget, seed, X.shape[1])]
-            print(f"{dataset} {which}: {time.perf_counter() - start:.0f} s", flush=True)
     return rows
 
 
@@ -181,31 +164,9 @@ def summary(rows: list[dict], seeds: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def read_rows(path: Path) -> list[dict]:
-    with open(path) as handle:
-        return [{**r, "budget": int(r["budget"]), "seconds": float(r["seconds"]),
-                 "excess": float(r["excess"]), "n_landmarks": int(r["n_landmarks"]),
-                 "n_pilot": int(r["n_pilot"]), "fit_words": int(r["fit_words"]),
-                 "phi": float(r["phi"])}
-                for r in csv.DictReader(handle)]
-
-
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
-    parser.add_argument("--kernels", nargs="+", choices=KERNELS, default=list(KERNELS))
-    parser.add_argument("--budgets", nargs="+", type=int, default=list(BUDGETS))
-    parser.add_argument("--summary-only", action="store_true",
-                        help="ridge_scale.md from the CSV")
-    args = parser.parse_args(argv)
-    if args.summary_only:
-        rows = read_rows(OUT / "ridge_scale.csv")
-        args.seeds = len({r["seed"] for r in rows})
-    else:
-        rows = run(args)
-        OUT.mkdir(parents=True, exist_ok=True)
-        write_rows(OUT / "ridge_scale.csv", rows)
+    args = parse_arguments(argv, __doc__, KERNELS, 20, "ridge_scale")
+    rows = run_or_read(args, "ridge_scale", lambda args: run_grid(args, cell_fits))
     (OUT / "ridge_scale.md").write_text(summary(rows, args.seeds))
     print((OUT / "ridge_scale.md").read_text())
     return 0
