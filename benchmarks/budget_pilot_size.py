@@ -75,21 +75,27 @@ def sized(pilot: str, budget: int, n_rows, d: int, kernel) -> int | None:
     return largest_within(forecast, budget, n_rows, d, kernel)
 
 
+def ridge_fit(parts, kernel, ref, n_y: int, n_pilot: int, seed: int,
+              ridge_scale: float) -> dict:
+    """The ridge sampler's fit of |Y| = ``n_y`` from a uniform pilot of ``n_pilot``, measured:
+    |Y|, words, seconds, excess and the pilot's flatness phi."""
+    model, words, seconds, _, excess = measured_fit(
+        diskpca, parts, ref, kernel, K, n_y, n_pilot, center=True, random_state=seed,
+        redraw=False, ridge_scale=ridge_scale)
+    P = model.landmarks[:n_pilot]  # Y holds the pilot first
+    return {"n_landmarks": model.landmarks.shape[0], "n_pilot": n_pilot, "fit_words": words,
+            "seconds": round(seconds, 4), "excess": excess,
+            "phi": round(float(flatness(kernel(P, P), K)), 4)}
+
+
 def cell_fits(parts, kernel, ref, budget: int, seed: int, d: int) -> list[dict]:
     """Every pilot variant sized to ``budget`` on one partition (none below k landmarks)."""
     n_rows, rows = [p.shape[0] for p in parts], []
     for pilot in PILOTS:
         n_y = sized(pilot, budget, n_rows, d, kernel)
-        if n_y is None:
-            continue
-        n_pilot = PILOTS[pilot](n_y)
-        model, words, seconds, _, excess = measured_fit(
-            diskpca, parts, ref, kernel, K, n_y, n_pilot, center=True, random_state=seed,
-            redraw=False, ridge_scale=RIDGE_SCALE.get(pilot, 1.0))
-        P = model.landmarks[:n_pilot]  # Y holds the pilot first
-        rows.append({"pilot": pilot, "n_landmarks": model.landmarks.shape[0],
-                     "n_pilot": n_pilot, "fit_words": words, "seconds": round(seconds, 4),
-                     "excess": excess, "phi": round(flatness(kernel(P, P), K), 4)})
+        if n_y is not None:
+            rows.append({"pilot": pilot, **ridge_fit(parts, kernel, ref, n_y, PILOTS[pilot](n_y),
+                                                     seed, RIDGE_SCALE.get(pilot, 1.0))})
     return rows
 
 
@@ -179,37 +185,34 @@ NUMERIC = {"budget": int, "n_landmarks": int, "n_pilot": int, "fit_words": int,
            "seconds": float, "excess": float, "phi": float}
 
 
-def parse_arguments(argv, doc: str, kernels, seeds: int, stem: str) -> argparse.Namespace:
-    """The options of a pilot benchmark that writes ``OUT/stem.{csv,md}``."""
+def benchmark_main(argv, doc: str, kernels, seeds: int, stem: str, cell_fits,
+                   summary) -> int:
+    """A pilot benchmark's command line: ``cell_fits`` over the grid (or, with
+    --summary-only, the rows of ``OUT/stem.csv``), then ``summary(rows, seeds)`` into
+    ``OUT/stem.md``."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=seeds)
     parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
     parser.add_argument("--kernels", nargs="+", choices=kernels, default=list(kernels))
     parser.add_argument("--budgets", nargs="+", type=int, default=list(BUDGETS))
     parser.add_argument("--summary-only", action="store_true", help=f"{stem}.md from the CSV")
-    return parser.parse_args(argv)
-
-
-def run_or_read(args, stem: str, run) -> list[dict]:
-    """``run(args)``'s rows, written to ``OUT/stem.csv``; with --summary-only, that CSV's."""
+    args = parser.parse_args(argv)
     if args.summary_only:
         with open(OUT / f"{stem}.csv") as handle:
             rows = [{key: NUMERIC.get(key, str)(value) for key, value in r.items()}
                     for r in csv.DictReader(handle)]
         args.seeds = len({r["seed"] for r in rows})
     else:
-        rows = run(args)
+        rows = run_grid(args, cell_fits)
         OUT.mkdir(parents=True, exist_ok=True)
         write_rows(OUT / f"{stem}.csv", rows)
-    return rows
+    (OUT / f"{stem}.md").write_text(summary(rows, args.seeds))
+    print((OUT / f"{stem}.md").read_text())
+    return 0
 
 
 def main(argv=None) -> int:
-    args = parse_arguments(argv, __doc__, KERNELS, 10, "pilot_size")
-    rows = run_or_read(args, "pilot_size", lambda args: run_grid(args, cell_fits))
-    (OUT / "pilot_size.md").write_text(summary(rows, args.seeds))
-    print((OUT / "pilot_size.md").read_text())
-    return 0
+    return benchmark_main(argv, __doc__, KERNELS, 10, "pilot_size", cell_fits, summary)
 
 
 if __name__ == "__main__":

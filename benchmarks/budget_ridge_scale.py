@@ -38,23 +38,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 
 from budget import TOLERANCE, one_fit  # noqa: E402
-from budget_hybrids import measured_fit  # noqa: E402
 from budget_pilot_size import (  # noqa: E402
     QUARTER,
-    parse_arguments,
+    benchmark_main,
     quarter,
-    run_grid,
-    run_or_read,
+    ridge_fit,
     sized,
 )
 from sampler import KERNEL_LABELS  # noqa: E402
 
-from kernelscale.horizontal.diskpca import diskpca  # noqa: E402
-from kernelscale.horizontal.pilot import FLAT, PEAKED, flatness  # noqa: E402
+from kernelscale.horizontal.pilot import FLAT, PEAKED  # noqa: E402
 
-OUT = Path(__file__).parent / "results" / "budget"
 KERNELS = ("rbf0.2", "rbf1.0")
-K = 10
 SCALES = (0.0, 1.0, 4.0, 16.0)
 UNIFORM = "uniform + disLR"
 
@@ -72,15 +67,9 @@ def cell_fits(parts, kernel, ref, budget: int, seed: int, d: int) -> list[dict]:
     n_y = sized(QUARTER, budget, n_rows, d, kernel)
     if n_y is None:
         return []
-    n_pilot, rows = quarter(n_y), []
-    for scale in SCALES:
-        model, words, seconds, _, excess = measured_fit(
-            diskpca, parts, ref, kernel, K, n_y, n_pilot, center=True, random_state=seed,
-            redraw=False, ridge_scale=scale)
-        P = model.landmarks[:n_pilot]  # Y holds the pilot first
-        rows.append({"variant": scale_label(scale), "n_landmarks": model.landmarks.shape[0],
-                     "n_pilot": n_pilot, "fit_words": words, "seconds": round(seconds, 4),
-                     "excess": excess, "phi": round(float(flatness(kernel(P, P), K)), 4)})
+    rows = [{"variant": scale_label(scale),
+             **ridge_fit(parts, kernel, ref, n_y, quarter(n_y), seed, scale)}
+            for scale in SCALES]
     fit = one_fit(parts, kernel, ref, budget, seed, True, {"method": "uniform_dislr"})
     if fit is None:  # over budget: the cell lacks a variant and the summary leaves it out
         return rows
@@ -168,11 +157,7 @@ def summary(rows: list[dict], seeds: int) -> str:
 
 
 def main(argv=None) -> int:
-    args = parse_arguments(argv, __doc__, KERNELS, 20, "ridge_scale")
-    rows = run_or_read(args, "ridge_scale", lambda args: run_grid(args, cell_fits))
-    (OUT / "ridge_scale.md").write_text(summary(rows, args.seeds))
-    print((OUT / "ridge_scale.md").read_text())
-    return 0
+    return benchmark_main(argv, __doc__, KERNELS, 20, "ridge_scale", cell_fits, summary)
 
 
 if __name__ == "__main__":
