@@ -1,4 +1,4 @@
-"""Fitted kernel PCA subspaces, their transform, their error, and a portable file format.
+"""Fitted kernel PCA subspaces, their transform, and saving and loading fitted models.
 
 Two shapes of answer come out of the horizontal algorithms:
 
@@ -9,23 +9,28 @@ Two shapes of answer come out of the horizontal algorithms:
 * :class:`RandomFeaturePCAModel` - a subspace of a random feature space ``z``:
   ``transform(x) = V^T (z(x) - mean)``.
 
-Files are ``.npz`` archives of plain arrays plus a JSON header, loaded with
-``allow_pickle=False``: loading a model can never run code.
+:func:`save_model` writes them, or a fitted estimator (each setting registers
+its estimator's state with :mod:`kernelscale.model_registry`), as a model file
+(:mod:`kernelscale.model_format`: ``.npz`` archives of plain arrays plus a JSON
+header, loaded with ``allow_pickle=False``, so loading a model can never run
+code); :func:`load_model` reads any of them back.
 """
 
 from __future__ import annotations
 
-import json
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from kernelscale import __version__
-from kernelscale.files import write_npz_atomically
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
+from kernelscale.model_format import (  # noqa: F401 - is_model_file: kernelscale.model's API
+    FORMAT_VERSION,
+    is_model_file,
+    read_model_file,
+    write_model_file,
+)
 from kernelscale.model_registry import (
     UnloadableModel,
     estimator_from_arrays,
@@ -34,10 +39,6 @@ from kernelscale.model_registry import (
     is_registered_estimator,
     registered_model_types,
 )
-
-#: Version 2 holds fitted estimators (``"estimator"`` in the header) and their ledgers;
-#: version 1 files (models, and streaming models with a ``params`` entry) still load.
-FORMAT_VERSION = 2
 
 
 def energy_shares(eigenvalues: np.ndarray, trace: float | None) -> np.ndarray:
@@ -262,21 +263,6 @@ def model_from_arrays(arrays: dict, meta: dict, prefix: str = ""):
     return MODEL_TYPES[meta["model_type"]].from_arrays(own, meta)
 
 
-def is_model_file(path) -> bool:
-    """Whether ``path`` is a kernelscale model file: a zip archive of ``.npy`` members
-    holding the header of :func:`save_model` or the ``params`` of a streaming model
-    written before format version 2."""
-    path = Path(path)
-    if not path.is_file() or not zipfile.is_zipfile(path):
-        return False
-    try:
-        with zipfile.ZipFile(path) as archive:
-            names = set(archive.namelist())
-    except (OSError, zipfile.BadZipFile):
-        return False
-    return "__header__.npy" in names or "params.npy" in names
-
-
 def save_model(model, path) -> None:
     """Save a fitted estimator or a model as a kernelscale model file; no pickle.
 
@@ -315,49 +301,7 @@ def save_model(model, path) -> None:
         arrays, meta = estimator_to_arrays(model)
     else:
         arrays, meta = model_to_arrays(model)
-    header = {"format_version": FORMAT_VERSION, **meta}
-    write_npz_atomically(path, __header__=np.array(json.dumps(header)), **arrays)
-
-
-def _read(path: Path) -> tuple[dict, dict]:
-    """``(header, arrays)`` of a model file, or a ``ValueError`` that says what it is."""
-    not_a_model = (f"{path} is not a kernelscale model file (.npz); write one with "
-                   "'kernelscale fit' or save_model.")
-    # np.load also reads a plain .npy (an array, not an archive) and text files
-    # raise their own confusing errors: only a zip archive can be a model.
-    if not path.is_file() or not zipfile.is_zipfile(path):
-        raise ValueError(not_a_model)
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise ValueError(f"{not_a_model[:-1]} ({exc}).") from exc
-    entry = "__header__" if "__header__" in arrays else "params" if "params" in arrays else None
-    if entry is None:
-        raise ValueError(f"{not_a_model[:-1]} (it has no kernelscale header).")
-    try:
-        header = json.loads(str(arrays.pop(entry)))
-    except ValueError as exc:
-        raise ValueError(f"{path} has a damaged header (not JSON): {exc}") from exc
-    if not isinstance(header, dict):
-        raise ValueError(f"{path} has a damaged header (not a JSON object).")
-    if entry == "params":  # a streaming model written before format version 2
-        shared = ("model_type", "format_version", "estimator", "n_features_in")
-        header = {"format_version": header.get("format_version", 1),
-                  "model_type": header.get("model_type"),
-                  "params": header.get("estimator"),
-                  "n_features_in": header.get("n_features_in"),
-                  "state": {k: v for k, v in header.items() if k not in shared}}
-    version = header.get("format_version")
-    if isinstance(version, int) and version > FORMAT_VERSION:
-        raise ValueError(
-            f"{path} was written by a newer kernelscale (model file format {version}; this "
-            f"kernelscale {__version__} reads formats 1 to {FORMAT_VERSION}): upgrade "
-            "kernelscale to load it.")
-    if not isinstance(version, int) or version < 1:
-        raise ValueError(f"{path} has a damaged header: format version {version!r} is not "
-                         f"one of 1 to {FORMAT_VERSION}.")
-    return header, arrays
+    write_model_file(path, meta, arrays)
 
 
 def _holds(model_type) -> str | None:
@@ -396,7 +340,7 @@ def load_model(path, expected_type: type | str | None = None):
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"No model file at {path}.")
-    header, arrays = _read(path)
+    header, arrays = read_model_file(path)
     model_type = header.get("model_type")
     holds = _holds(model_type) or estimator_name(model_type, header)
     if holds is None:
