@@ -268,7 +268,7 @@ def save_model(model, path) -> None:
 
     The file is an ``.npz`` archive of plain arrays with a JSON header
     (``allow_pickle=False`` safe), written under a temporary name and renamed
-    into place (:func:`~kernelscale.files.write_npz_atomically`).
+    into place, so a crash never leaves half a file.
 
     Parameters
     ----------
@@ -279,14 +279,15 @@ def save_model(model, path) -> None:
         :class:`~kernelscale.DistributedSpectralClustering` or
         :class:`~kernelscale.StreamingKernelPCA` (:func:`load_model` gives back
         an estimator that transforms and predicts as this one, with its ledger
-        ``communication_``), or a bare :class:`KernelPCAModel` /
-        :class:`RandomFeaturePCAModel` (an estimator's ``model_``). The
+        ``communication_``), or a bare ``KernelPCAModel`` /
+        ``RandomFeaturePCAModel`` (an estimator's ``model_``). The
         estimator's constructor parameters are kept when they are plain values
         (numbers, strings, None, lists of them); one that holds an array, a
         generator or a client object is left out and comes back as its
-        default (the header lists them under ``dropped_params``). What
-        depends on the fit's data beyond the model is not kept either, e.g.
-        ``DistributedKernelPCA.budget_plan_``.
+        default (the header lists them under ``dropped_params``).
+        ``DistributedKernelPCA.budget_plan_`` (the planner's report) is not
+        kept. A ``VerticalKernelPCA`` file holds the parties' training blocks
+        (or their file paths), which its ``transform`` needs.
     path : str or path-like
 
     Raises
@@ -324,10 +325,11 @@ def load_model(path, expected_type: type | str | None = None):
 
     Returns
     -------
-    A fitted estimator (with its ledger ``communication_`` when it had one), or a
-    :class:`KernelPCAModel` / :class:`RandomFeaturePCAModel`; everything has
-    ``transform``. Files written by :func:`kernelscale.streaming.save_streaming_model`
-    before format version 2 load too, as a fitted ``StreamingKernelPCA``.
+    estimator or model
+        A fitted estimator (with its ledger ``communication_`` when it had one), or
+        a ``KernelPCAModel`` / ``RandomFeaturePCAModel``; everything has
+        ``transform``. Files that ``save_streaming_model`` wrote before format
+        version 2 load too, as a fitted ``StreamingKernelPCA``.
 
     Raises
     ------
