@@ -43,7 +43,16 @@ def is_model_file(path) -> bool:
 
 
 def write_model_file(path, header: dict, arrays: dict) -> None:
-    """Write ``arrays`` and the JSON ``header`` (with ``format_version``) atomically."""
+    """Write ``arrays`` and the JSON ``header`` (with ``format_version``) atomically.
+
+    Every array must hold numbers, booleans or text: ``np.savez`` would pickle an
+    object array, which the file never holds (it loads with ``allow_pickle=False``).
+    """
+    for name, value in arrays.items():
+        kind = np.asarray(value).dtype.kind if not hasattr(value, "nnz") else "O"
+        if kind not in "biufcU":
+            raise TypeError(f"A model file holds arrays of numbers only; {name!r} is a "
+                            f"{type(value).__name__} of {np.asarray(value).dtype}.")
     header = {"format_version": FORMAT_VERSION, **header}
     write_npz_atomically(path, __header__=np.array(json.dumps(header)), **arrays)
 

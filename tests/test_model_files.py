@@ -183,6 +183,19 @@ def test_vertical_training_blocks_as_paths(tmp_path):
     with pytest.raises(ValueError, match="party 0 holds its training block through a "
                                          "callable loader"):
         save_model(est, tmp_path / "callable.npz")
+    est.X_fit_blocks_[0] = X[:, :2].tolist()
+    with pytest.raises(ValueError, match="party 0 holds its training block through a list"):
+        save_model(est, tmp_path / "list.npz")
+    assert not (tmp_path / "callable.npz").exists() and not (tmp_path / "list.npz").exists()
+
+
+def test_a_model_file_never_holds_a_pickle(tmp_path):
+    from kernelscale.model_format import write_model_file
+
+    for bad in (np.array([{"a": 1}], dtype=object), sp.eye(3, format="csr")):
+        with pytest.raises(TypeError, match="'x' is a .* of object"):
+            write_model_file(tmp_path / "m.npz", {"model_type": "landmark_kpca"}, {"x": bad})
+    assert not (tmp_path / "m.npz").exists()
 
 
 def _legacy_streaming_file(estimator, path) -> None:

@@ -11,20 +11,23 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from kernelscale.kernels import Kernel
 from kernelscale.vertical.oneshot import VerticalKPCAModel
 
 
 def _saved_block(party: int, block) -> str | None:
-    """A training block's file path, None for an array, or a clear error for a callable."""
+    """A training block's file path, None for an array, or a clear error for anything else."""
     if isinstance(block, (str, os.PathLike)):
         return os.fspath(block)
-    if callable(block):
-        raise ValueError(
-            f"This VerticalKernelPCA's party {party} holds its training block through a "
-            "callable loader, which a model file cannot keep (it holds no code); fit on "
-            "arrays or on file paths to save the model.")
-    return None
+    if isinstance(block, np.ndarray) and block.dtype.kind in "biuf":
+        return None
+    what = ("a callable loader, which a model file cannot keep (it holds no code)"
+            if callable(block) else f"a {type(block).__name__}, which a model file cannot keep")
+    raise ValueError(
+        f"This VerticalKernelPCA's party {party} holds its training block through {what}; "
+        "fit on arrays or on file paths to save the model.")
 
 
 def vertical_state(estimator) -> tuple[dict, dict]:
