@@ -305,13 +305,6 @@ def save_model(model, path) -> None:
     write_model_file(path, meta, arrays)
 
 
-def _holds(model_type) -> str | None:
-    """The class name of what a file of ``model_type`` holds (None: unknown)."""
-    if model_type in MODEL_TYPES:
-        return MODEL_TYPES[model_type].__name__
-    return None
-
-
 def load_model(path, expected_type: type | str | None = None):
     """Load a model file written by :func:`save_model`; never unpickles anything.
 
@@ -344,7 +337,8 @@ def load_model(path, expected_type: type | str | None = None):
         raise FileNotFoundError(f"No model file at {path}.")
     header, arrays = read_model_file(path)
     model_type = header.get("model_type")
-    holds = _holds(model_type) or estimator_name(model_type, header)
+    bare = model_type in MODEL_TYPES  # a model, not an estimator
+    holds = MODEL_TYPES[model_type].__name__ if bare else estimator_name(model_type, header)
     if holds is None:
         known = [*MODEL_TYPES, *registered_model_types()]
         raise ValueError(f"{path} holds a model of unknown type {model_type!r}; "
@@ -355,13 +349,11 @@ def load_model(path, expected_type: type | str | None = None):
             raise ValueError(f"{path} is a {holds} model file, not a {expected} one; load it "
                              "with kernelscale.load_model.")
     try:
-        if model_type in MODEL_TYPES:
-            return model_from_arrays(arrays, header)
-        return estimator_from_arrays(arrays, header)
+        return (model_from_arrays if bare else estimator_from_arrays)(arrays, header)
     except UnloadableModel as exc:
         raise ValueError(f"{path} {exc}.") from exc
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise ValueError(
-            f"{path} is a damaged {model_type if model_type in MODEL_TYPES else holds} "
-            f"file: {exc!r} is missing or invalid."
+            f"{path} is a damaged {model_type if bare else holds} file: {exc!r} is missing "
+            "or invalid."
         ) from exc
