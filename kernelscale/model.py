@@ -337,8 +337,10 @@ def load_model(path, expected_type: type | str | None = None):
         raise FileNotFoundError(f"No model file at {path}.")
     header, arrays = read_model_file(path)
     model_type = header.get("model_type")
-    bare = model_type in MODEL_TYPES  # a model, not an estimator
-    holds = MODEL_TYPES[model_type].__name__ if bare else estimator_name(model_type, header)
+    named = isinstance(model_type, str)
+    bare = named and model_type in MODEL_TYPES  # a model, not an estimator
+    holds = (MODEL_TYPES[model_type].__name__ if bare
+             else estimator_name(model_type, header) if named else None)
     if holds is None:
         known = [*MODEL_TYPES, *registered_model_types()]
         raise ValueError(f"{path} holds a model of unknown type {model_type!r}; "

@@ -214,6 +214,7 @@ def estimator_from_arrays(arrays: dict, header: dict):
             f"kernelscale ({kernelscale.__version__}) does not know (written by kernelscale "
             f"{written})")
     estimator = entry.cls(**params)
+    estimator._validate_params()  # scikit-learn's constraints, as fit checks them
     estimator.n_features_in_ = int(header["n_features_in"])
     if "feature_names_in" in header:
         estimator.feature_names_in_ = np.asarray(header["feature_names_in"], dtype=object)

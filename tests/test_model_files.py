@@ -327,6 +327,15 @@ def test_tampered_estimator_files_are_refused(saved_files, tmp_path):
                                model_type=estimator, estimator=estimator)
         with pytest.raises(ValueError, match="unknown type"):
             load_model(evil)
+    invalid = _rewrite_header(saved_files["diskpca"], tmp_path / "invalid.npz",
+                              params={**params, "n_components": -3})
+    with pytest.raises(ValueError, match="damaged DistributedKernelPCA file.*n_components"):
+        load_model(invalid)
+    for model_type in (["distributed_kpca"], None, 3):
+        odd = _rewrite_header(saved_files["diskpca"], tmp_path / "odd.npz",
+                              model_type=model_type)
+        with pytest.raises(ValueError, match="unknown type"):
+            load_model(odd)
     broken = _rewrite_header(saved_files["vertical"], tmp_path / "broken.npz", state={})
     with pytest.raises(ValueError, match="is a damaged VerticalKernelPCA file"):
         load_model(broken)
