@@ -57,8 +57,13 @@ def write_model_file(path, header: dict, arrays: dict) -> None:
     write_npz_atomically(path, __header__=np.array(json.dumps(header)), **arrays)
 
 
-def read_model_file(path: Path) -> tuple[dict, dict]:
-    """``(header, arrays)`` of a model file, or a ``ValueError`` that says what it is."""
+def read_model_file(path) -> tuple[dict, dict]:
+    """``(header, arrays)`` of a model file, or a ``ValueError`` that says what it is.
+
+    A streaming model of format version 1 (a ``params`` entry) comes back with the
+    header of version 2: ``params``, ``n_features_in`` and the sketch's ``state``.
+    """
+    path = Path(path)
     not_a_model = (f"{path} is not a kernelscale model file (.npz); write one with "
                    "'kernelscale fit' or save_model.")
     # np.load also reads a plain .npy (an array, not an archive) and text files
