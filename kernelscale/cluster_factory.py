@@ -26,6 +26,7 @@ from numbers import Integral
 
 import scipy.sparse as sp
 
+from kernelscale.arrays import device_partitions, is_device_input
 from kernelscale.backends.local import LocalCluster
 from kernelscale.constraints import POSITIVE_REAL, Interval, StrOptions
 from kernelscale.runtime.cluster import Cluster
@@ -212,7 +213,10 @@ def estimator_cluster(
     if is_dask_array(X) or is_loader_list(X):
         return _validated(estimator, make_cluster(X, backend, client, **options))
     indices = None
-    if is_partition_list(X):
+    if is_device_input(X):  # array API arrays (dispatch on): the partitions stay on their device
+        parts, indices = device_partitions(X, split_rows, min_samples)
+        _set_n_features(estimator, parts[0].shape[1])
+    elif is_partition_list(X):
         parts = [check_array(p, accept_sparse="csr", dtype=FLOAT_DTYPES, ensure_min_samples=0)
                  for p in X]
         features = sorted({p.shape[1] for p in parts})

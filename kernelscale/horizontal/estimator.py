@@ -17,6 +17,7 @@ from sklearn.base import (
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from kernelscale.arrays import accept_device_input, device_transform, is_device_array
 from kernelscale.backends.local import LocalCluster
 from kernelscale.cluster_factory import CLUSTER_PARAMETER_CONSTRAINTS, estimator_cluster
 from kernelscale.constraints import (
@@ -587,6 +588,9 @@ default=None
     def transform(self, X):
         """Project ``X`` on the components: shape (n_samples, n_components)."""
         check_is_fitted(self)
+        X = accept_device_input(X)
+        if is_device_array(X):  # under array API dispatch: on X's device, X's namespace
+            return device_transform(self.model_, X, self.n_features_in_, self.chunk_size)
         check_real(X)
         X = validate_data(self, X, accept_sparse="csr", reset=False,
                           dtype=[np.float64, np.float32])
@@ -687,6 +691,7 @@ default=None
             return make_partition(n_samples, n_workers, self.partition, labels=y,
                                   random_state=rng)
 
+        X = accept_device_input(X)  # array API input: kept on its device under dispatch
         check_real(X)
         return estimator_cluster(self, X, split_rows, min_samples=MIN_FIT_ROWS)[:2]
 
