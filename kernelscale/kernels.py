@@ -640,7 +640,8 @@ def _device_inner_block(kernel: Kernel, xp, R, Y, y_sq):
         disc = _device_discount(xp, R.dtype, R.shape[1])
         dist = (disc * xp.reshape(x_sq, (-1, 1)) + disc * xp.reshape(y_sq, (1, -1))
                 - 2.0 * inner)
-        return xp.exp(-kernel.gamma * xp.maximum(dist, xp.zeros_like(dist)))
+        gamma = min(kernel.gamma, float(xp.finfo(R.dtype).max))  # a huge gamma: exp(-inf) = 0
+        return xp.exp(-gamma * xp.maximum(dist, xp.zeros_like(dist)))
     # arccos (Cho & Saul 2009), as _arccos_block
     norms = xp.sqrt(xp.reshape(x_sq, (-1, 1)) * xp.reshape(y_sq, (1, -1)))
     positive = norms > 0

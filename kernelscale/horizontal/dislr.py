@@ -98,7 +98,7 @@ def projection_step(state: WorkerState, message):
         Y = to_device_of(Y, X)
         zeros = lambda shape: xp.zeros(shape, dtype=xp.float64, device=device(X))  # noqa: E731
         column_sum = lambda block: xp.sum(block, axis=0)  # noqa: E731
-        total = lambda values: float(xp.sum(values))  # noqa: E731
+        total = lambda values: xp.sum(xp.astype(values, xp.float64))  # noqa: E731
     else:
         zeros, column_sum, total = np.zeros, _column_sum, _total
     row_sums = zeros(n_y)
@@ -134,7 +134,7 @@ def projection_step(state: WorkerState, message):
         else:
             acc[start:stop] = part
     if on_device:  # the message boundary: what is sent lives on the host
-        row_sums = to_host(row_sums)
+        row_sums, diag_sum = to_host(row_sums), float(diag_sum)
         if config["messages"] == "gram":
             acc = to_host(acc)
     if config["messages"] == "gram":
