@@ -168,3 +168,23 @@ def test_sparse_input_is_unchanged(dispatch):
     options = {"n_components": 2, "n_landmarks": 20, "random_state": 0}
     fitted = DistributedKernelPCA(**options).fit(X)
     assert isinstance(fitted.transform(X[:4]), np.ndarray)
+
+
+def test_gpu_benchmark_runs_on_a_cpu_namespace(monkeypatch, tmp_path, capsys):
+    """benchmarks/gpu.py: without a GPU library the full run says so and stops; --quick runs
+    the device code path on array-api-strict, with the CPU fit's ledger and model."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import gpu
+
+    found = gpu.find_library
+    monkeypatch.setattr(gpu, "find_library", lambda *_: (None, "cupy: not installed"))
+    assert gpu.main(["--out", str(tmp_path)]) is None  # a machine without a GPU
+    assert "no GPU library usable (cupy: not installed)" in capsys.readouterr().out
+    monkeypatch.setattr(gpu, "find_library", found)
+    (row,) = gpu.main(["--quick", "--library", "strict", "--sizes", "600", "--landmarks",
+                       "12", "--dtypes", "float64", "--workers", "2", "--out", str(tmp_path)])
+    assert row["library"] == "array-api-strict" and row["ledger_equal"]
+    assert row["max_coef_diff"] < 1e-10 and row["device_floor_s"] > 0
+    assert (tmp_path / "quick" / "summary.md").exists()
