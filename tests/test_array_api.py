@@ -188,3 +188,11 @@ def test_gpu_benchmark_runs_on_a_cpu_namespace(monkeypatch, tmp_path, capsys):
     assert row["library"] == "array-api-strict" and row["ledger_equal"]
     assert row["max_coef_diff"] < 1e-10 and row["device_floor_s"] > 0
     assert (tmp_path / "quick" / "summary.md").exists()
+
+
+def test_approximation_error_of_device_data_runs_on_the_host(dispatch):
+    X = data(7)
+    host, device = fit_both(X, on_device(X), method="uniform_dislr")
+    expected = host.approximation_error(X, reference=False)
+    got = device.approximation_error(on_device(X), reference=False)
+    assert got["error"] == pytest.approx(expected["error"], rel=1e-12)
