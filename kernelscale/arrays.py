@@ -155,8 +155,9 @@ def as_float_device_matrix(X):
 def count_nonfinite_on_device(X, chunk: int) -> int:
     """NaN and inf entries of a device matrix, in row chunks."""
     xp = namespace(X)
-    return sum(int(xp.count_nonzero(~xp.isfinite(rows(X, start, start + chunk))))
-               for start in range(0, X.shape[0], chunk))
+    counts = [xp.count_nonzero(~xp.isfinite(rows(X, start, start + chunk)))
+              for start in range(0, X.shape[0], chunk)]
+    return int(sum(counts)) if counts else 0  # one device-to-host copy
 
 
 def dispatch_enabled() -> bool:

@@ -582,14 +582,16 @@ def _device_block(kernel: Kernel, X, Y, chunk_size: int, dtype):
         disc = _device_discount(xp, work, Yw.shape[1])
         col = xp.reshape((-kernel.gamma * disc) * y_sq, (-1, 1))
         Y_aug = xp.concat([Yw, col, xp.ones_like(col)], axis=1)
-        y_max = float(xp.max(y_sq)) if y_sq.shape[0] else 0.0
+        y_max = xp.max(y_sq) if y_sq.shape[0] else 0.0
         fmax = float(xp.finfo(work).max)
 
         def block_of(R):
             R = cast(R)
             x_sq = xp.sum(R * R, axis=1)
-            x_max = float(xp.max(x_sq)) if x_sq.shape[0] else 0.0
-            if 4.0 * kernel.gamma * (x_max + y_max) >= fmax:
+            if not R.shape[0]:
+                return xp.empty((0, Yw.shape[0]), dtype=work, device=device(R))
+            # One device-to-host scalar per chunk: the range check of Kernel.__call__.
+            if 4.0 * kernel.gamma * float(xp.max(x_sq) + y_max) >= fmax:
                 return _device_inner_block(kernel, xp, R, Yw, y_sq)
             x_col = xp.reshape((-kernel.gamma * disc) * x_sq, (-1, 1))
             X_aug = xp.concat([R * (2.0 * kernel.gamma), xp.ones_like(x_col), x_col], axis=1)
