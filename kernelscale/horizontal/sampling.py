@@ -440,7 +440,7 @@ def _keep_residuals(state: WorkerState, kernel: Kernel, P, basis, chunk: int):
     state.held_landmarks = P
     X = state.data
     if is_device_array(X):
-        residual = _device_residuals(kernel, X, P, basis, chunk)
+        residual, largest = _device_residuals(kernel, X, P, basis, chunk)
     else:
         residual = kernel.diag(X).astype(float)
         dtype = np.float32 if X.dtype == np.float32 and P.dtype == np.float32 else np.float64
@@ -452,19 +452,20 @@ def _keep_residuals(state: WorkerState, kernel: Kernel, P, basis, chunk: int):
 
         for _ in map_chunks(residual_chunk, X.shape[0], chunk):
             pass
+        largest = np.abs(kernel.diag(X)).max(initial=0.0)
     # Round-off makes the residual of points in (or near) the span slightly negative;
     # what is below 1e-12 of the largest k(a, a) is round-off (relative: the data's
     # scale must not decide which points count as already spanned).
-    largest = np.abs(to_host(kernel.diag(X))).max(initial=0.0)
     residual[residual <= 1e-12 * float(largest)] = 0.0
     residual[state.sampled] = 0.0
     state.residual = residual
     return np.array([residual.sum(), np.count_nonzero(residual > 0)])
 
 
-def _device_residuals(kernel: Kernel, X, P, basis, chunk: int) -> np.ndarray:
+def _device_residuals(kernel: Kernel, X, P, basis, chunk: int) -> tuple[np.ndarray, float]:
     """``k(a,a) - ||k(a,P) basis||^2`` for a device partition, computed on its device
-    (blocks and products in its precision, as on the host) and sent to the host once."""
+    (blocks and products in its precision, as on the host) and sent to the host once,
+    and the largest ``|k(a, a)|``."""
     xp = namespace(X)
     work = xp.float32 if is_float32(X) and P.dtype == np.float32 else xp.float64
     P = to_device_of(P, X)
@@ -479,7 +480,7 @@ def _device_residuals(kernel: Kernel, X, P, basis, chunk: int) -> np.ndarray:
     for _ in map_chunks(residual_chunk, X.shape[0], chunk):
         pass
     diag = xp.astype(kernel.diag(X), xp.float64)
-    return to_host(diag - sq)
+    return to_host(diag - sq), float(xp.max(xp.abs(diag))) if diag.shape[0] else 0.0
 
 
 @worker_step
