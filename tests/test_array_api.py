@@ -196,3 +196,22 @@ def test_approximation_error_of_device_data_runs_on_the_host(dispatch):
     expected = host.approximation_error(X, reference=False)
     got = device.approximation_error(on_device(X), reference=False)
     assert got["error"] == pytest.approx(expected["error"], rel=1e-12)
+
+
+def test_numpy_and_sparse_inputs_never_reach_the_namespace_code(monkeypatch):
+    """NumPy and CSR partitions take the path they took before devices existed: the
+    array API machinery (array-api-compat) is never consulted for them."""
+    import kernelscale.arrays
+
+    def refuse():
+        raise AssertionError("the array API namespace was consulted for host input")
+
+    monkeypatch.setattr(kernelscale.arrays, "_compat", refuse)
+    X = data(8)
+    for params in FITS:
+        fitted = DistributedKernelPCA(n_components=3, n_landmarks=24, gamma=0.5,
+                                      random_state=0, **params).fit(X)
+        fitted.transform(X[:5])
+    X_sparse = sp.random(80, 20, density=0.3, format="csr", random_state=1)
+    DistributedKernelPCA(n_components=2, n_landmarks=15, random_state=0).fit(
+        X_sparse).transform(X_sparse[:3])
