@@ -26,6 +26,7 @@ from numbers import Integral
 
 import scipy.sparse as sp
 
+from kernelscale.arrays import device_partitions, is_device_input
 from kernelscale.backends.local import LocalCluster
 from kernelscale.constraints import POSITIVE_REAL, Interval, StrOptions
 from kernelscale.runtime.cluster import Cluster
@@ -162,6 +163,7 @@ def estimator_cluster(
     split_rows: Callable[[int], list] | None = None,
     *,
     min_samples: int = 1,
+    device_arrays: bool = False,
 ) -> tuple[Cluster, PartitionInfo, list | None]:
     """The cluster behind a horizontal estimator's ``fit(X)``, from any input it accepts.
 
@@ -185,6 +187,10 @@ def estimator_cluster(
         Required when ``X`` is one matrix.
     min_samples : int, default=1
         ``ensure_min_samples`` for one matrix.
+    device_arrays : bool, default=False
+        Whether the estimator's steps run on array API partitions (a GPU array stays on
+        its device, :mod:`kernelscale.arrays`); its ``fit`` has accepted them already
+        (:func:`~kernelscale.arrays.accept_device_input`).
 
     Returns
     -------
@@ -212,7 +218,10 @@ def estimator_cluster(
     if is_dask_array(X) or is_loader_list(X):
         return _validated(estimator, make_cluster(X, backend, client, **options))
     indices = None
-    if is_partition_list(X):
+    if device_arrays and is_device_input(X):  # array API arrays: they stay on their device
+        parts, indices = device_partitions(X, split_rows, min_samples)
+        _set_n_features(estimator, parts[0].shape[1])
+    elif is_partition_list(X):
         parts = [check_array(p, accept_sparse="csr", dtype=FLOAT_DTYPES, ensure_min_samples=0)
                  for p in X]
         features = sorted({p.shape[1] for p in parts})

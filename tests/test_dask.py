@@ -379,3 +379,24 @@ def test_estimator_cluster_takes_every_input(client, tmp_path):
         estimator_cluster(_Estimator(backend="spark"), parts)
     with pytest.raises(ValueError, match="different numbers of features"):
         estimator_cluster(_Estimator(), [parts[0], parts[1][:, :3]])
+
+
+def test_device_partitions_on_dask_workers(client, monkeypatch):
+    """array-api-strict partitions on a non-host device (a stand-in for CuPy): the actors
+    compute on them and send host arrays; the fit equals the in-process NumPy fit."""
+    xp = pytest.importorskip("array_api_strict")
+    import sklearn
+
+    from kernelscale.horizontal.estimator import DistributedKernelPCA
+
+    rng = np.random.default_rng(0)
+    parts = [rng.standard_normal((n, 4)) for n in (50, 70)]
+    options = {"n_components": 3, "n_landmarks": 24, "gamma": 0.5, "random_state": 2,
+               "method": "diskpca"}
+    host = DistributedKernelPCA(**options).fit(parts)
+    monkeypatch.setenv("SCIPY_ARRAY_API", "1")
+    with sklearn.config_context(array_api_dispatch=True):
+        on_dask = DistributedKernelPCA(backend="dask", client=client, **options).fit(
+            [xp.asarray(p, device=xp.Device("device1")) for p in parts])
+    assert on_dask.communication_ == host.communication_
+    np.testing.assert_allclose(on_dask.dual_coef_, host.dual_coef_, rtol=0, atol=1e-12)

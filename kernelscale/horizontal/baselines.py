@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernelscale.arrays import describe, is_device_array, to_host
 from kernelscale.features import feature_map_size, make_feature_map
 from kernelscale.horizontal.diskpca import (
     check_budgets,
@@ -185,7 +186,7 @@ def broadcast_landmark_model(cluster: Cluster, model: KernelPCAModel, round: str
 
 @worker_step
 def _send_all_step(state):
-    return Tagged(raw_points=state.data)
+    return Tagged(raw_points=to_host(state.data))  # a device partition: copied to the host
 
 
 def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int = 10, center: bool = False,
@@ -215,6 +216,12 @@ def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int = 10, center:
 def random_features_step(state, message):
     """Worker: ``Z_i^T Z_i`` (packed) and, for centring, the column sums of ``Z_i``."""
     config = message["model"]
+    if is_device_array(state.data):
+        raise TypeError(
+            f"method='random_features' has no device path (its random feature maps run on "
+            f"NumPy), and this worker's partition is {describe(state.data)}. Use a landmark "
+            "method ('diskpca', 'uniform_dislr', 'uniform_batch', 'exact'), whose kernel "
+            "blocks run on the device, or pass NumPy partitions.")
     kernel = Kernel.from_dict(config["kernel"])
     fmap = make_feature_map(kernel, state.data.shape[1], config["n_random_features"],
                             message["seed"])

@@ -35,6 +35,7 @@ import warnings
 
 import numpy as np
 
+from kernelscale.arrays import device, is_device_array, namespace, rows, to_device_of, to_host
 from kernelscale.kernels import Kernel
 from kernelscale.linalg import (
     pack_symmetric,
@@ -91,11 +92,20 @@ def projection_step(state: WorkerState, message):
     kernel = Kernel.from_dict(config["kernel"])
     X, chunk = state.data, config["chunk_size"]
     n_y = Y.shape[0]
-    row_sums = np.zeros(n_y)
+    on_device = is_device_array(X)
+    if on_device:  # Y once on the partition's device; sums there in float64
+        xp = namespace(X)
+        Y = to_device_of(Y, X)
+        zeros = lambda shape: xp.zeros(shape, dtype=xp.float64, device=device(X))  # noqa: E731
+        column_sum = lambda block: xp.sum(block, axis=0)  # noqa: E731
+        total = lambda values: xp.sum(xp.astype(values, xp.float64))  # noqa: E731
+    else:
+        zeros, column_sum, total = np.zeros, _column_sum, _total
+    row_sums = zeros(n_y)
     diag_sum = 0.0  # sum_a k(a, a): the trace, for the shares of energy
     sketched = config["messages"] == "sketch" and X.shape[0] > config["sketch_width"]
     if config["messages"] == "gram":
-        acc = np.zeros((n_y, n_y))
+        acc = zeros((n_y, n_y))
     elif sketched:
         sketch = make_sketch("countsketch+gaussian", X.shape[0], config["sketch_width"],
                              message["seed"])
@@ -104,16 +114,17 @@ def projection_step(state: WorkerState, message):
         acc = np.empty((X.shape[0], n_y))
 
     def project_chunk(start, stop):
-        block = kernel(X[start:stop], Y)  # chunk x |Y|: k(A_chunk, Y)
-        diag = float(kernel.diag(X[start:stop]).sum())
+        block = kernel(rows(X, start, stop), Y)  # chunk x |Y|: k(A_chunk, Y)
+        diag = total(kernel.diag(rows(X, start, stop)))
         if config["messages"] == "gram":
             # numpy sends A.T @ A to BLAS's SYRK (half the flops of a GEMM). Worker
             # steps run with one BLAS thread, where SYRK is correct on this platform
             # (DESIGN.md, "Known hazards": it fails with 2 threads, on far larger blocks).
-            return block.sum(axis=0), diag, block.T @ block
+            return column_sum(block), diag, block.T @ block
+        # The paper's sketches (and an unsketched block) are applied on the host.
         if sketched:
-            return block.sum(axis=0), diag, sketch.left_partial(block, start)
-        return block.sum(axis=0), diag, block
+            return column_sum(block), diag, sketch.left_partial(to_host(block), start)
+        return column_sum(block), diag, to_host(block)
 
     for start, stop, (block_sums, diag, part) in map_chunks(project_chunk, X.shape[0], chunk):
         row_sums += block_sums
@@ -122,6 +133,10 @@ def projection_step(state: WorkerState, message):
             acc += part
         else:
             acc[start:stop] = part
+    if on_device:  # the message boundary: what is sent lives on the host
+        row_sums, diag_sum = to_host(row_sums), float(diag_sum)
+        if config["messages"] == "gram":
+            acc = to_host(acc)
     if config["messages"] == "gram":
         message = pack_symmetric(acc)
     elif sketched:
@@ -133,6 +148,14 @@ def projection_step(state: WorkerState, message):
     # 1^T T_i, needed to centre a sketched message (T_i = I when unsketched).
     column_sums = sketch.left(np.ones((X.shape[0], 1))).ravel() if sketched else None
     return Tagged(sketch=message, scalars=[row_sums, column_sums, diag_sum])
+
+
+def _column_sum(block: np.ndarray) -> np.ndarray:
+    return block.sum(axis=0)
+
+
+def _total(values: np.ndarray) -> float:
+    return float(values.sum())
 
 
 @worker_step

@@ -17,6 +17,7 @@ from sklearn.base import (
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from kernelscale.arrays import accept_device_input, device_transform, is_device_array, to_host
 from kernelscale.backends.local import LocalCluster
 from kernelscale.cluster_factory import CLUSTER_PARAMETER_CONSTRAINTS, estimator_cluster
 from kernelscale.constraints import (
@@ -589,6 +590,9 @@ default=None
     def transform(self, X):
         """Project ``X`` on the components: shape (n_samples, n_components)."""
         check_is_fitted(self)
+        X = accept_device_input(X)
+        if is_device_array(X):  # under array API dispatch: on X's device, X's namespace
+            return device_transform(self.model_, X, self.n_features_in_, self.chunk_size)
         check_real(X)
         X = validate_data(self, X, accept_sparse="csr", reset=False,
                           dtype=[np.float64, np.float32])
@@ -647,7 +651,7 @@ default=None
         check_is_fitted(self)
         parts = list(X) if is_partition_list(X) else [X]
         check_real(parts)
-        parts = [check_array(p, accept_sparse="csr") for p in parts]
+        parts = [check_array(to_host(p), accept_sparse="csr") for p in parts]  # on the host
         X_all = sp.vstack(parts, format="csr") if sp.issparse(parts[0]) else np.vstack(parts)
         n = X_all.shape[0]
         if reference is None:
@@ -689,8 +693,10 @@ default=None
             return make_partition(n_samples, n_workers, self.partition, labels=y,
                                   random_state=rng)
 
+        X = accept_device_input(X)  # array API input: kept on its device under dispatch
         check_real(X)
-        return estimator_cluster(self, X, split_rows, min_samples=MIN_FIT_ROWS)[:2]
+        return estimator_cluster(self, X, split_rows, min_samples=MIN_FIT_ROWS,
+                                 device_arrays=True)[:2]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

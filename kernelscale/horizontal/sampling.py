@@ -14,6 +14,16 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from kernelscale.arrays import (
+    device,
+    is_device_array,
+    is_float32,
+    namespace,
+    rows,
+    take_rows,
+    to_device_of,
+    to_host,
+)
 from kernelscale.features import make_feature_map
 from kernelscale.kernels import Kernel
 from kernelscale.linalg import (
@@ -229,7 +239,7 @@ def sample_rows(state: WorkerState, weights: np.ndarray, count: int):
     # Each sent row's copies in this partition, in the order sent (sent_copies_step).
     state.sent_copies = np.concatenate([getattr(state, "sent_copies", np.zeros(0)),
                                         copies[order]])
-    return state.data[idx[order]]
+    return to_host(take_rows(state.data, idx[order]))  # the rows sent live on the host
 
 
 def _mark_sampled_with_copies(state: WorkerState, idx: np.ndarray):
@@ -244,7 +254,11 @@ def _mark_sampled_with_copies(state: WorkerState, idx: np.ndarray):
     if getattr(state, "row_hash", None) is None:
         probe = np.random.default_rng(0x5EED).standard_normal(X.shape[1])
         # In the partition's dtype: a float64 probe would copy a float32 partition.
-        state.row_hash = np.asarray(X @ probe.astype(X.dtype), dtype=float).ravel()
+        if is_device_array(X):
+            state.row_hash = np.asarray(to_host(X @ to_device_of(probe, X, X.dtype)),
+                                        dtype=float).ravel()
+        else:
+            state.row_hash = np.asarray(X @ probe.astype(X.dtype), dtype=float).ravel()
     h = state.row_hash
     candidates = np.flatnonzero(_is_in(h, h[idx]))
     state.sampled[idx] = True
@@ -285,6 +299,9 @@ def _is_in(values: np.ndarray, targets: np.ndarray) -> np.ndarray:
 
 def _equal_rows(X, rows: np.ndarray, i: int) -> np.ndarray:
     """Mask over ``rows``: which rows of ``X`` equal row ``i`` exactly."""
+    if is_device_array(X):
+        xp = namespace(X)
+        return to_host(xp.all(take_rows(X, rows) == X[i:i + 1, ...], axis=1))
     if not sp.issparse(X):
         return np.all(X[rows] == X[i], axis=1)
     diff = (sp.csr_matrix(X[rows])
@@ -294,11 +311,12 @@ def _equal_rows(X, rows: np.ndarray, i: int) -> np.ndarray:
 
 
 def _empty_rows(X):
-    return X[:0]
+    return to_host(rows(X, 0, 0))
 
 
-def _rows(X, start, stop):
-    return X[start:stop]
+def _host_rows(X, start, stop):
+    """Rows of the partition on the host (the random feature maps are NumPy's)."""
+    return to_host(rows(X, start, stop))
 
 
 # Step 1: kernel subspace embedding E_i = phi_hat(A_i) T (Algorithm 4 of 001, line 1)
@@ -325,7 +343,7 @@ def embed_step(state: WorkerState, message):
     state.embedding = E = np.empty((X.shape[0], t), dtype=dtype)
 
     def embed_chunk(start, stop):
-        block = fmap.transform(_rows(X, start, stop), chunk_size=chunk, dtype=dtype)
+        block = fmap.transform(_host_rows(X, start, stop), chunk_size=chunk, dtype=dtype)
         E[start:stop] = sketch.right(block)
         return gram(E[start:stop]) if config["messages"] == "gram" else None
 
@@ -421,23 +439,48 @@ def _keep_residuals(state: WorkerState, kernel: Kernel, P, basis, chunk: int):
     """
     state.held_landmarks = P
     X = state.data
-    residual = kernel.diag(X).astype(float)
-    dtype = np.float32 if X.dtype == np.float32 and P.dtype == np.float32 else np.float64
-    basis = np.asarray(basis, dtype=dtype)
+    if is_device_array(X):
+        residual, largest = _device_residuals(kernel, X, P, basis, chunk)
+    else:
+        residual = kernel.diag(X).astype(float)
+        dtype = np.float32 if X.dtype == np.float32 and P.dtype == np.float32 else np.float64
+        basis = np.asarray(basis, dtype=dtype)
 
-    def residual_chunk(start, stop):
-        block = kernel(_rows(X, start, stop), P, dtype=dtype)
-        residual[start:stop] -= projected_sq_norms(block, basis)
+        def residual_chunk(start, stop):
+            block = kernel(X[start:stop], P, dtype=dtype)
+            residual[start:stop] -= projected_sq_norms(block, basis)
 
-    for _ in map_chunks(residual_chunk, X.shape[0], chunk):
-        pass
+        for _ in map_chunks(residual_chunk, X.shape[0], chunk):
+            pass
+        largest = np.abs(kernel.diag(X)).max(initial=0.0)
     # Round-off makes the residual of points in (or near) the span slightly negative;
     # what is below 1e-12 of the largest k(a, a) is round-off (relative: the data's
     # scale must not decide which points count as already spanned).
-    residual[residual <= 1e-12 * float(np.abs(kernel.diag(X)).max(initial=0.0))] = 0.0
+    residual[residual <= 1e-12 * float(largest)] = 0.0
     residual[state.sampled] = 0.0
     state.residual = residual
     return np.array([residual.sum(), np.count_nonzero(residual > 0)])
+
+
+def _device_residuals(kernel: Kernel, X, P, basis, chunk: int) -> tuple[np.ndarray, float]:
+    """``k(a,a) - ||k(a,P) basis||^2`` for a device partition, computed on its device
+    (blocks and products in its precision, as on the host) and sent to the host once,
+    and the largest ``|k(a, a)|``."""
+    xp = namespace(X)
+    work = xp.float32 if is_float32(X) and P.dtype == np.float32 else xp.float64
+    P = to_device_of(P, X)
+    basis = to_device_of(np.asarray(basis), X, work)
+    sq = xp.empty(X.shape[0], dtype=xp.float64, device=device(X))
+
+    def residual_chunk(start, stop):
+        proj = kernel(rows(X, start, stop), P, dtype=np.float32 if work == xp.float32
+                      else np.float64) @ basis
+        sq[start:stop] = xp.astype(xp.sum(proj * proj, axis=1), xp.float64)
+
+    for _ in map_chunks(residual_chunk, X.shape[0], chunk):
+        pass
+    diag = xp.astype(kernel.diag(X), xp.float64)
+    return to_host(diag - sq), float(xp.max(xp.abs(diag))) if diag.shape[0] else 0.0
 
 
 @worker_step

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from kernelscale.arrays import as_float_device_matrix, count_nonfinite_on_device, is_device_array
 from kernelscale.runtime.cluster import Cluster, WorkerState
 from kernelscale.runtime.steps import worker_step
 
@@ -43,6 +44,8 @@ def check_real(X, name: str = "X") -> None:
     """
     parts = X if isinstance(X, (list, tuple)) else [X]
     for part in parts:
+        if is_device_array(part):  # checked on its device (as_float_matrix)
+            continue
         dtype = getattr(part, "dtype", None)
         if dtype is not None and np.dtype(dtype).kind == "c":
             raise ValueError(
@@ -52,7 +55,11 @@ def check_real(X, name: str = "X") -> None:
 
 
 def as_float_matrix(X):
-    """A 2-D float64 (or float32) ndarray or CSR matrix, or a ValueError."""
+    """A 2-D float64 (or float32) ndarray or CSR matrix, or a ValueError.
+
+    A device array (:mod:`kernelscale.arrays`) stays on its device."""
+    if is_device_array(X):
+        return as_float_device_matrix(X)
     if sp.issparse(X):
         X = sp.csr_matrix(X)
         if X.dtype not in (np.float32, np.float64):
@@ -72,6 +79,8 @@ def count_nonfinite(X) -> int:
     """Number of NaN or inf entries, scanned in row chunks (no full copy)."""
     if sp.issparse(X):
         return int(np.count_nonzero(~np.isfinite(X.data)))
+    if is_device_array(X):
+        return count_nonfinite_on_device(X, CHUNK_ROWS)
     bad = 0
     for start in range(0, X.shape[0], CHUNK_ROWS):
         bad += int(np.count_nonzero(~np.isfinite(X[start : start + CHUNK_ROWS])))
