@@ -145,15 +145,17 @@ def legend_outside(ax, **kwargs) -> None:
 
 def log_axis(ax, axis: str = "x") -> None:
     """A log axis whose tick labels cannot collide: over less than two decades, ticks at
-    1, 2 and 5 times powers of ten in plain engineering form (200k, 1M), no minor labels."""
-    from matplotlib.ticker import EngFormatter, LogLocator, NullFormatter
+    1, 2 and 5 times powers of ten in plain form (0.02, 500, 200k, 1M), no minor labels."""
+    from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter
 
     getattr(ax, f"set_{axis}scale")("log")
     target = ax.xaxis if axis == "x" else ax.yaxis
     lo, hi = (ax.get_xlim() if axis == "x" else ax.get_ylim())
     if lo > 0 and hi / lo < 100:
+        large = EngFormatter(sep="")
         target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        target.set_major_formatter(EngFormatter(sep=""))
+        target.set_major_formatter(FuncFormatter(
+            lambda v, pos: large(v, pos) if v >= 1000 else f"{v:g}"))
         target.set_minor_formatter(NullFormatter())
 
 
