@@ -245,8 +245,10 @@ def plot_scaling(rows, path):
         pts = sorted((r["n"], r["train_s"]) for r in rows if r["method"] == method
                      and r["sketch_size"] == l and r["sample_size"] == size)
         ax.plot(*zip(*pts, strict=True), "-o", label=f"{method} {l and f'l={l}'}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    log_axis(ax, "x")
+    log_axis(ax, "y")
+    ns = sorted({r["n"] for r in rows if r["sample_size"] == size})
+    ax.set_xticks(ns, [f"{n // 1000}k" for n in ns])
     ax.set_xlabel("n (d = 28)")
     ax.set_ylabel("train seconds (in-process, 1 BLAS thread)")
     ax.set_title(f"train time, m = c = {size} (shared 2-core machine)", fontsize=9)
