@@ -3,6 +3,7 @@ stand-in, and a side-by-side comparison with scikit-learn's KernelPCA at n = 20,
 
     python benchmarks/scale.py            # the full run (several minutes)
     python benchmarks/scale.py --quick    # a smoke run (seconds)
+    python benchmarks/scale.py --plot-only [--out DIR]   # redraw scale.png from DIR/scale.csv
     python benchmarks/scale.py --n-dense 10000000 --skip-sparse --skip-sklearn
 
 The dense case runs the estimator defaults (ridge sampler, gram messages) on
