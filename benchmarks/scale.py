@@ -3,6 +3,7 @@ stand-in, and a side-by-side comparison with scikit-learn's KernelPCA at n = 20,
 
     python benchmarks/scale.py            # the full run (several minutes)
     python benchmarks/scale.py --quick    # a smoke run (seconds)
+    python benchmarks/scale.py --plot-only [--out DIR]   # redraw scale.png from DIR/scale.csv
     python benchmarks/scale.py --n-dense 10000000 --skip-sparse --skip-sklearn
 
 The dense case runs the estimator defaults (ridge sampler, gram messages) on
@@ -39,7 +40,9 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from kernelscale.backends.local import LocalCluster, effective_n_jobs
+from kernelscale.bench.plot import log_axis
 from kernelscale.bench.runner import check_gram_entries, exact_reference
+from kernelscale.bench.scripts import read_rows
 from kernelscale.datasets import make_gaussian_mixture, make_sparse_bow
 from kernelscale.horizontal import diskpca, distributed_error
 from kernelscale.horizontal.diskpca import ridge_schedule
@@ -338,11 +341,23 @@ def plot(rows, out_dir: Path) -> None:
     except ImportError:
         print("matplotlib missing: no scale.png", file=sys.stderr)
         return
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    # Points, not bars: a bar's length on a log axis depends on where the axis starts.
+    fig, ax = plt.subplots(figsize=(8, 0.42 * len(rows) + 1.2))
     labels = [f"{r['case']}\n{r['method']} {r['dtype']} n_jobs={r['n_jobs']}" for r in rows]
-    ax.barh(labels, [r["seconds"] for r in rows])
-    ax.set_xscale("log")
-    ax.set_xlabel("fit seconds")
+    y = np.arange(len(rows))[::-1]
+    for yi, r in zip(y, rows, strict=True):
+        ax.plot([r["seconds"]], [yi], "o" if r["dtype"] == "float64" else "s",
+                color="C1" if r["method"].startswith("sklearn") else "C0", markersize=6)
+        ax.annotate(f"{r['seconds']:g} s", (r["seconds"], yi), xytext=(6, -3),
+                    textcoords="offset points", fontsize=7)
+    ax.set_yticks(y, labels)
+    ax.grid(axis="y", linestyle=":", linewidth=0.6)
+    ax.margins(x=0.1, y=0.5 / len(rows))
+    log_axis(ax, "x")
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(lo / 1.3, hi * 1.6)  # room for the values' labels
+    ax.set_xlabel("fit seconds (wall clock, one process, shared 2-core machine)")
+    ax.set_title("circles: float64, squares: float32; orange: scikit-learn", fontsize=8)
     ax.tick_params(axis="y", labelsize=6)
     fig.tight_layout()
     fig.savefig(out_dir / "scale.png", dpi=120)
@@ -363,7 +378,12 @@ def main(argv=None) -> int:
     parser.add_argument("--dtypes", nargs="*", default=["float64", "float32"],
                         choices=["float64", "float32"])
     parser.add_argument("--out", default="benchmarks/results/scale")
+    parser.add_argument("--plot-only", action="store_true",
+                        help="redraw scale.png from the scale.csv under --out")
     args = parser.parse_args(argv)
+    if args.plot_only:
+        plot(read_rows(Path(args.out) / "scale.csv"), Path(args.out))
+        return 0
     if args.quick:
         args.n_dense, args.n_sparse, args.n_sklearn = [20_000], 5_000, 2_000
         args.out = str(Path(args.out) / "quick")

@@ -2,6 +2,7 @@
 
     python benchmarks/vertical.py            # the real run (a few minutes)
     python benchmarks/vertical.py --quick    # a small smoke run
+    python benchmarks/vertical.py --plot-only   # redraw the PNG from the CSVs
 
 Writes CSV, PNG and ``summary.md`` under ``benchmarks/results/vertical/``:
 
@@ -31,6 +32,7 @@ from threadpoolctl import threadpool_limits
 
 from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
+from kernelscale.bench.scripts import read_rows
 from kernelscale.datasets import load_digits_standardized, make_low_rank_linear
 from kernelscale.kernels import make_kernel
 from kernelscale.metrics.subspace import projector_error, sin_theta_distance
@@ -221,46 +223,54 @@ def plot(fig2, fig4, digits, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 4, figsize=(20, 4.2))
-    ax = axes[0]
-    ax2 = ax.twinx()
-    for n in sorted({r["n"] for r in fig2 if r["experiment"] == "parties"}):
+    from kernelscale.bench.plot import line_style, log_axis
+
+    def legend_below(ax, ncol=2):
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=ncol)
+
+    fig, axes = plt.subplots(1, 5, figsize=(24, 4.8), layout="constrained")
+    for i, n in enumerate(sorted({r["n"] for r in fig2 if r["experiment"] == "parties"})):
         err = mean_by(fig2, ["J"], "error", experiment="parties", n=n)
         sec = mean_by(fig2, ["J"], "seconds", experiment="parties", n=n)
         J = [key[0] for key in err]
-        ax.loglog(J, np.maximum(list(err.values()), 1e-17), "^:", label=f"error n={n}")
-        ax2.plot(J, list(sec.values()), "o-", alpha=0.5, label=f"time n={n}")
-        ax2.set_ylabel("seconds")
-    ax.set(xlabel="parties J", ylabel="||sin Theta||_F^2", title="Fig. 2(a): linear, D=2")
-    ax.legend(loc="upper left", fontsize=8)
-    for col, beta in ((1, 100.0), (2, 2.0)):
+        # the two sample sizes give the same error to 8 digits: open, larger markers
+        # for the first keep both visible
+        axes[0].plot(J, np.maximum(list(err.values()), 1e-17), label=f"error, n = {n}",
+                     **line_style(i), **({"markersize": 10, "markerfacecolor": "none"}
+                                         if i == 0 else {}))
+        axes[1].plot(J, list(sec.values()), label=f"seconds, n = {n}", **line_style(i))
+    axes[0].set(xlabel="parties J", ylabel="||sin Theta||_F^2 (1e-16: machine precision)",
+                title="Fig. 2(a): error vs parties (linear, D = 2; both n coincide)")
+    axes[1].set(xlabel="parties J", ylabel="fit seconds (in-process, parties in turn)",
+                title="Fig. 2(a): time vs parties (shared 2-core machine)")
+    for ax in axes[:2]:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        legend_below(ax)
+    for col, beta in ((2, 100.0), (3, 2.0)):
         ax = axes[col]
-        for method in ("DKPCA", "DPCA3", "DPCA5", "DPCA10"):
+        for i, method in enumerate(("DKPCA", "DPCA3", "DPCA5", "DPCA10")):
             err = mean_by(fig4, ["iteration"], "error", method=method, beta=beta)
-            style = ":" if method == "DKPCA" else "-"
-            ax.semilogy(
-                [k[0] for k in err],
-                np.maximum(list(err.values()), 1e-17),
-                style,
-                lw=2.5,
-                label=method,
-            )
-        ax.set(
-            xlabel="outer iteration (DPCA)",
-            ylabel="projector error",
-            title=f"Fig. 4: beta = {beta:g}",
-        )
-        ax.legend(fontsize=8)
-    ax = axes[3]
-    for J in sorted({r["J"] for r in digits if r["kernel"] == "rbf"}):
+            style = {"linestyle": ":", "lw": 2.5} if method == "DKPCA" else \
+                {**line_style(i), "lw": 1.5, "markersize": 4}
+            ax.semilogy([k[0] for k in err], np.maximum(list(err.values()), 1e-17),
+                        label=method + (" (one shot)" if method == "DKPCA" else ""), **style)
+        ax.set(xlabel="outer iteration (DPCA)", ylabel="projector error",
+               title=f"Fig. 4: eigengap beta = {beta:g}")
+        legend_below(ax, ncol=4)
+    ax = axes[4]
+    for i, J in enumerate(sorted({r["J"] for r in digits if r["kernel"] == "rbf"})):
         err = mean_by(digits, ["D"], "sin_theta", kernel="rbf", J=J)
-        ax.loglog([k[0] for k in err], np.maximum(list(err.values()), 1e-17), "o-", label=f"J={J}")
-    ax.set(
-        xlabel="local eigenpairs D", ylabel="||sin Theta||_F (k=5)", title="RBF on digits, centred"
-    )
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+        ax.plot([k[0] for k in err], np.maximum(list(err.values()), 1e-17), label=f"J = {J}",
+                **line_style(i))
+    ax.set_xscale("log")
+    log_axis(ax, "x")
+    ax.set_yscale("log")
+    ax.set(xlabel="local eigenpairs D", ylabel="||sin Theta||_F (k = 5)",
+           title="RBF on digits (centred): error vs D")
+    legend_below(ax, ncol=4)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
 
 
 def summary(fig2, fig4, digits, quick):
@@ -326,8 +336,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--plot-only", action="store_true",
+                        help="redraw vertical.png from the CSV files already written")
     args = parser.parse_args(argv)
     out = Path(args.out)
+    if args.plot_only:
+        plot(*(read_rows(out / name) for name in (
+            "figure2_parties_samples.csv", "figure4_dkpca_vs_dpca.csv", "rbf_poly_digits.csv")),
+            out / "vertical.png")
+        return 0
     out.mkdir(parents=True, exist_ok=True)
     seeds = [0, 1] if args.quick else [0, 1, 2, 3, 4]
     # One BLAS thread: the machine is shared, and 2-thread OpenBLAS is 10x slower under load.

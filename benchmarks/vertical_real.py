@@ -176,6 +176,21 @@ def _floored(values):
     return [max(v, FLOOR) for v in values]
 
 
+def _key_legend(ax, colours, styles, ncol=3):
+    """A legend below the axes that names colours and line styles once each, not every
+    combination of the two."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=c, marker="o", linestyle="-", label=label)
+               for label, c in colours.items()]
+    handles += [Line2D([], [], color="gray", linestyle=style, label=label)
+                for label, style in styles.items()]
+    handles += [h for h in ax.get_legend_handles_labels()[0]
+                if h.get_label().startswith(("centralised", "raw"))]
+    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16),
+              ncol=ncol)
+
+
 def plot(parties_rows, sample_rows, svm_rows, path):
     import matplotlib
 
@@ -183,30 +198,34 @@ def plot(parties_rows, sample_rows, svm_rows, path):
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
 
+    from kernelscale.bench.plot import log_axis
+
     names = list(dict.fromkeys(r["dataset"] for r in parties_rows))
     styles = {OURS: "-", PAPER: "--"}
-    fig, axes = plt.subplots(len(names), 5, figsize=(24, 4.4 * len(names)), squeeze=False)
+    fig, axes = plt.subplots(len(names), 5, figsize=(25, 5.6 * len(names)), squeeze=False,
+                             layout="constrained")
     for i, name in enumerate(names):
         ax_j, ax_w, ax_n, ax_s, ax_t = axes[i]
+        colours = {}
         for bandwidth in (OURS, PAPER):
             rows = [r for r in parties_rows if r["dataset"] == name
                     and r["bandwidth"] == bandwidth]
             for c, D in enumerate(sorted({r["D"] for r in rows})):
+                colours[f"D = {D}"] = f"C{c}"
                 sub = [dict(r, param=r["J"]) for r in rows if r["D"] == D]
                 err = summarize(sub, "sin_theta", words="upload_words")
                 sec = {x.param: x for x in summarize(sub, "seconds", words="upload_words")}
                 Js = [x.param for x in err]
-                label = f"D = {D}, {bandwidth}"
                 ax_j.plot(Js, _floored([x.mean for x in err]), styles[bandwidth], marker="o",
-                          color=f"C{c}", label=label)
+                          color=f"C{c}")
                 ax_w.plot([x.words for x in err], _floored([x.mean for x in err]),
-                          styles[bandwidth], marker="o", color=f"C{c}", label=label)
+                          styles[bandwidth], marker="o", color=f"C{c}")
                 ax_s.plot(Js, [sec[J].mean for J in Js], styles[bandwidth], marker="o",
-                          color=f"C{c}", label=f"one-shot, {label}")
+                          color=f"C{c}")
             if rows and bandwidth == OURS:
                 exact = mean_std(r["exact_seconds"] for r in rows)[0]
                 ax_s.axhline(exact, color="k", linestyle=":",
-                             label=f"centralised KPCA ({exact:.2f} s)")
+                             label=f"centralised KPCA, {OURS} runs ({exact:.2f} s)")
                 ax_w.axvline(rows[0]["raw_words"], color="k", linestyle=":",
                              label="raw features (n M words, exact)")
             sub = [dict(r, param=r["n"]) for r in sample_rows if r["dataset"] == name
@@ -229,31 +248,39 @@ def plot(parties_rows, sample_rows, svm_rows, path):
                 ax.axhline(FLOOR, color="gray", linewidth=0.8)
                 ax.text(0.01, 0.01, f"floor: errors < {FLOOR:g} (exact to rounding) drawn "
                         "on this line", transform=ax.transAxes, fontsize=7, color="gray")
-            ax.legend(fontsize=6)
+        bandwidths = {f"{OURS} (solid)": "-", f"{PAPER} (dashed)": "--"}
+        _key_legend(ax_j, colours, bandwidths)
+        _key_legend(ax_w, colours, bandwidths)
+        ax_n.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16))
         ax_n.xaxis.set_major_locator(FixedLocator(n_ticks))
         ax_n.xaxis.set_major_formatter(ScalarFormatter())
         ax_n.xaxis.set_minor_formatter(NullFormatter())
-        ax_t.plot([], [], " ", label="(one-shot and KPCA overlap where equal)")
-        ax_s.set(xscale="log", yscale="log", xlabel="parties J", ylabel="seconds (wall, mean)",
-                 title=f"{name}: one-shot time (parties in turn) vs centralised")
-        ax_s.legend(fontsize=6)
+        log_axis(ax_n, "y")  # minor labels collide over less than two decades
+        ax_s.set(xscale="log", yscale="log", xlabel="parties J",
+                 ylabel="seconds (wall, in-process, mean)",
+                 title=f"{name}: one-shot time (parties in turn)\neach bandwidth timed under "
+                       "a different load (paper's: heavier): compare within one")
+        ax_s.title.set_fontsize(9)
+        _key_legend(ax_s, colours, bandwidths)
         svm = [r for r in svm_rows if r["dataset"] == name]
+        protocols = {}
         for (bandwidth, protocol), style in zip(
                 [(OURS, PROTOCOLS[0]), (OURS, PROTOCOLS[1]), (PAPER, PROTOCOLS[1])],
                 ("-", "--", ":"), strict=True):
+            protocols[f"{bandwidth}, {protocol}"] = style
             for c, method in enumerate(METHODS):
                 rows = [dict(r, param=r["k"]) for r in svm if r["method"] == method
                         and r["bandwidth"] == bandwidth and r["protocol"] == protocol]
                 if rows:
                     acc = summarize(rows, "accuracy", words="upload_words")
                     ax_t.plot([x.param for x in acc], [x.mean for x in acc], style,
-                              marker="o", color=f"C{c}",
-                              label=f"{method}, {bandwidth}, {protocol}")
+                              marker="o", color=f"C{c}")
         ax_t.set(xscale="log", xlabel="components k", ylabel="LinearSVC test accuracy (mean)",
-                 title=f"{name}: Table I")
-        ax_t.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
+                 title=f"{name}: Table I (one-shot and KPCA overlap where equal)")
+        ax_t.title.set_fontsize(9)
+        _key_legend(ax_t, {method: f"C{c}" for c, method in enumerate(METHODS)}, protocols,
+                    ncol=2)
+    fig.savefig(path, dpi=80, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -415,3 +415,49 @@ def test_checker_skips_a_paragraph_marked_as_history(demo_results):
     assert _problems(page) == []
     page.write_text("Measured (`benchmarks/results/demo/`): once 0.555.\n")
     assert _problems(page) == ["'0.555'"]
+
+
+# -- claims pinned to one results file --------------------------------------------------------
+
+#: (page, what the page says, results file, what that file says). A page whose section
+#: cites a whole family of runs (``benchmarks/results/diskpca_*``) would pass a number
+#: found in any of them; these claims must come from the one file that measured them,
+#: and say what it says (a speed-up measured in one process is not a modelled one).
+PINNED = [
+    ("README.md", "is 64.5x\n(polynomial) and 174.7x (RBF) faster than batch KPCA by ARPACK",
+     "diskpca_insurance/summary.md", ["64.5 x measured in one process",
+                                      "174.7 x measured in one process"]),
+    ("README.md", "100.0x\nand 251.5x", "diskpca_insurance/summary.md",
+     ["100.0 x with one machine per worker", "251.5 x with one machine per worker"]),
+    ("README.md", "|Y| = 16, whose excess is\n0.835", "diskpca_insurance/summary.md",
+     ["(|Y| = 16: err / opt = 1.0198, excess 0.835)"]),
+    ("docs/papers.md", "in one process: 68.0x to\n  5,468x", "diskpca_insurance/summary.md",
+     ["in one process 68.0 x", "(5468.3 x:"]),
+    ("docs/papers.md", "(3.1x sketched, 3.3x Gram)", "diskpca_insurance/summary.md",
+     ["(3.6 s) 3.1 x with one machine", "(3.6 s) 3.3 x with one machine"]),
+    ("docs/papers.md", "in one process 7.1x\n  and 7.9x", "diskpca_insurance/summary.md",
+     ["7.1 x measured in one process", "7.9 x measured in one process"]),
+    ("docs/papers.md", "shared, loaded machine", "diskpca_insurance/summary.md",
+     ["shared, loaded 2-core machine"]),
+    ("docs/papers.md", "5 on digits and insurance", "diskpca_insurance_poly/summary.md",
+     ["| diskpca ridge (gram) | 5 |"]),
+    ("docs/papers.md", "NMI 0.013 on digits", "diskpca_kmeans_digits_poly/summary.md",
+     ["0.0131"]),
+    ("docs/papers.md", "NMI within 10^5 words 0.186\n  for disKPCA, 0.158 for the paper's "
+     "sampler, 0.203 and 0.211", "diskpca_kmeans_letter_poly/summary.md",
+     ["| 0.186 ±", "| 0.158 ±", "| 0.203 ±", "| 0.211 ±"]),
+    ("docs/papers.md", "no method has a fit below 225k words", "diskpca_bow_poly/summary.md",
+     ["2.254e+05", "2.626e+05"]),
+    ("docs/streaming.md", "RNCA is the slowest to train: does not hold",
+     "streaming_real/summary.md", ["RNCA is the slowest to train: **does not hold**"]),
+]
+
+
+@pytest.mark.parametrize(("page", "claim", "source", "evidence"), PINNED,
+                         ids=[f"{p}: {c.splitlines()[0][:30]}" for p, c, _, _ in PINNED])
+def test_pinned_claims_match_their_results(page, claim, source, evidence):
+    text = (ROOT / page).read_text()
+    assert claim in text, f"{page} no longer says {claim!r}: update PINNED with the page"
+    results = (RESULTS / source).read_text()
+    missing = [e for e in evidence if e not in results]
+    assert not missing, f"{source} does not say {missing}: the page's claim is stale"

@@ -2,11 +2,13 @@
 
 * ``error_vs_communication.png``: error (the excess ``(err - opt) / (trace - opt)``
   where the optimum is known, log scale, exact KPCA's excess 0 drawn as a vertical
-  line at its words; the k-means objective for a downstream k-means) against fit words (PCA +
+  line at its words; a raw error or k-means objective whose means differ by under 50% as
+  the percentage above the lowest mean, so small differences read as small) against fit words (PCA +
   k-means words downstream), mean and standard deviation over seeds, one line
   per method, one point per word budget B (per |Y| without word budgets).
 * ``nmi_vs_words.png`` (downstream k-means with labels): NMI against words.
-* ``time.png``: fit seconds against the budget, or against the number of
+* ``time.png``: in-process fit seconds against the budget (exact KPCA, which has
+  none, as a reference line with its words), or against the number of
   workers when the experiment sweeps it (Figure 7).
 * ``summary.md``: one row per (method, budget, workers), means over seeds, and
   in a word sweep each method's best mean error within each B
@@ -125,6 +127,55 @@ def best_within(rows, budgets, measure: str, cost: str | None = None) -> dict:
     return out
 
 
+MARKERS = "osD^vPX*h<>p"
+LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1)))
+
+
+def line_style(i: int) -> dict:
+    """Marker and line style of the i-th curve: no two of the first twelve alike, so
+    curves stay apart in grey print and where colours are close."""
+    return {"marker": MARKERS[i % len(MARKERS)], "linestyle": LINESTYLES[i % len(LINESTYLES)]}
+
+
+def legend_outside(ax, **kwargs) -> None:
+    """The legend to the right of the axes, where it can hide no point."""
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0,
+              **kwargs)
+
+
+def log_axis(ax, axis: str = "x") -> None:
+    """A log axis whose tick labels cannot collide: over less than two decades, ticks at
+    1, 2 and 5 times powers of ten in plain form (0.02, 500, 200k, 1M), no minor labels."""
+    from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter
+
+    getattr(ax, f"set_{axis}scale")("log")
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    lo, hi = (ax.get_xlim() if axis == "x" else ax.get_ylim())
+    if lo > 0 and hi / lo < 100:
+        large = EngFormatter(sep="")
+        target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        target.set_major_formatter(FuncFormatter(
+            lambda v, pos: large(v, pos) if v >= 1000 else f"{v:g}"))
+        target.set_minor_formatter(NullFormatter())
+
+
+def relative_error(rows, measure: str) -> tuple[float, bool]:
+    """``(lowest mean, as_percent)``: a raw error (or k-means objective) whose means
+    differ by less than 50% is drawn as the percentage above the lowest mean of any
+    method in the run (an offset axis would make 0.2% look like a cliff); wider ranges
+    go on a log axis."""
+    means = [_stats(g, measure)[0] for g in group(rows, ("method", "n_workers",
+                                                         sweep_key(rows))).values()]
+    means = [m for m in means if m > 0]
+    if measure == "excess" or not means or max(means) / min(means) > 1.5:
+        return math.nan, False
+    return min(means), True
+
+
+SECONDS_NOTE = ("in-process seconds: every worker's steps run in one process, one BLAS "
+                "thread, on a shared 2-core machine")
+
+
 def plot_results(csv_path, out_dir=None, title: str | None = None) -> list[Path]:
     """Draw the PNG figures for a results CSV; returns their paths."""
     plt = _import_pyplot()
@@ -133,14 +184,16 @@ def plot_results(csv_path, out_dir=None, title: str | None = None) -> list[Path]
     rows = read_results(csv_path)
     title = title or rows[0]["experiment"]
     measure, ylabel = error_measure(rows)
-    paths = []
-    max_workers = max(int(r["n_workers"]) for r in rows)
-    fig, ax = plt.subplots(figsize=(6, 4.2))
+    workers = sorted({int(r["n_workers"]) for r in rows})
     words, key = words_key(rows), sweep_key(rows)
-    for label, method_rows in group([r for r in rows if int(r["n_workers"]) == max_workers],
-                                    ("method",)).items():
-        points = [(_stats(g, words), _stats(g, measure))
-                  for g in group(method_rows, (key,)).values()]
+    # A sweep over workers: every worker count is a point (its words grow with s).
+    shown = rows if len(workers) > 1 else [r for r in rows if int(r["n_workers"]) == workers[-1]]
+    lowest, as_percent = relative_error(shown, measure)
+    paths = []
+    fig, ax = plt.subplots(figsize=(8.4, 4.2))
+    for i, (label, method_rows) in enumerate(group(shown, ("method",)).items()):
+        points = [(_stats(g, words), _stats(g, measure), int(g[0]["n_workers"]))
+                  for g in group(method_rows, (key, "n_workers")).values()]
         points.sort(key=lambda p: p[0][0])
         if measure == "excess" and all(abs(p[1][0]) < EXACT_EXCESS for p in points):
             # exact KPCA: excess 0 has no place on a log axis; mark its words instead
@@ -156,27 +209,48 @@ def plot_results(csv_path, out_dir=None, title: str | None = None) -> list[Path]
         x = [p[0][0] for p in points]
         y = np.array([p[1][0] for p in points])
         err = np.array([p[1][1] for p in points])
+        if as_percent:
+            y, err = 100 * (y / lowest - 1), 100 * err / lowest
         # a symmetric std bar below a small mean would reach below 0 on a log axis
         lower = np.minimum(err, 0.9 * y) if measure == "excess" else err
-        ax.errorbar(x, y, yerr=[lower, err], marker="o", capsize=3, label=name)
-    ax.set_xscale("log")
-    values = [r[measure] for r in rows if r[measure] > 0]
-    if measure == "excess" or (values and max(values) / min(values) > 20):
-        ax.set_yscale("log")
+        line = ax.errorbar(x, y, yerr=[lower, err], capsize=3, label=name, markersize=5,
+                           **line_style(i))
+        if len(workers) > 1:
+            for xi, yi, p in zip(x, y, points, strict=True):
+                ax.annotate(f"s={p[2]}", (xi, yi), textcoords="offset points",
+                            xytext=(4, 4 if i % 2 == 0 else -10), fontsize=7,
+                            color=line[0].get_color())
+    log_axis(ax, "x")
+    if as_percent:
+        shown_lowest = f"{lowest:,.0f}" if lowest >= 1000 else f"{lowest:.4g}"
+        ylabel = (f"{ylabel.split(' (')[0]}:\n% above the lowest mean "
+                  f"({shown_lowest})")
+        ax.set_ylim(bottom=min(0.0, ax.get_ylim()[0]))
+        ax.yaxis.get_major_formatter().set_useOffset(False)
+    else:
+        log_axis(ax, "y")
     ax.set_xlabel("fit words, both directions" + (" (PCA + k-means)"
                                                     if words == "total_words" else ""))
-    ax.set_ylabel(ylabel)
-    ax.set_title(f"{title}: {ylabel.split(' (')[0]} vs words (s={max_workers})", fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    ax.set_ylabel(ylabel, fontsize=9)
+    where = f"s = {workers[0]}..{workers[-1]} workers" if len(workers) > 1 \
+        else f"s = {workers[-1]}"
+    ax.set_title(f"{title}: {ylabel.split(' (')[0].split(':')[0]} vs words ({where}; "
+                 "mean ± std over seeds)", fontsize=9)
+    legend_outside(ax)
     paths.append(out_dir / "error_vs_communication.png")
-    fig.savefig(paths[-1], dpi=120)
+    fig.savefig(paths[-1], dpi=120, bbox_inches="tight")
     plt.close(fig)
     if words == "total_words" and any(not math.isnan(r["nmi"]) for r in rows):
         paths.append(_plot_nmi(plt, rows, out_dir, title))
+    paths.append(_plot_time(plt, rows, out_dir, title))
+    return paths
 
+
+def _plot_time(plt, rows, out_dir, title) -> Path:
+    """``time.png``: in-process fit seconds against the budget (or the workers)."""
     workers = sorted({int(r["n_workers"]) for r in rows})
-    fig, ax = plt.subplots(figsize=(6, 4.2))
+    key = sweep_key(rows)
+    fig, ax = plt.subplots(figsize=(8.4, 4.2))
     if len(workers) > 1:
         for label, method_rows in group(rows, ("method",)).items():
             budget = max((r["budget"] for r in method_rows), key=lambda b: float(b or 0))
@@ -185,53 +259,69 @@ def plot_results(csv_path, out_dir=None, title: str | None = None) -> list[Path]
             stats = [_stats(by_w[w], "seconds") for w in xs]
             line = ax.errorbar([int(w[0]) for w in xs], [s[0] for s in stats],
                                yerr=[s[1] for s in stats], marker="o", capsize=3,
-                               label=f"{label[0]} (in-process, sequential)")
+                               label=f"{label[0]}: in-process (workers in turn)")
             stats = [_stats(by_w[w], "parallel_seconds") for w in xs]
             ax.errorbar([int(w[0]) for w in xs], [s[0] for s in stats],
                         yerr=[s[1] for s in stats], marker="s", capsize=3, linestyle="--",
                         color=line[0].get_color(),
-                        label=f"{label[0]} (master + slowest worker per round)")
-        ax.set_xlabel("number of workers")
+                        label=f"{label[0]}: modelled, master + slowest worker per round")
+        ax.set_xlabel("number of workers s")
         ax.set_xscale("log")
-        ax.set_title(f"{title}: runtime vs workers")
+        ax.set_xticks(workers, [str(w) for w in workers])
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
+        ax.set_title(f"{title}: fit seconds vs workers (one machine, shared 2-core, "
+                     "1 BLAS thread)", fontsize=9)
+        ax.set_ylabel("fit seconds")
     else:
-        for label, method_rows in group(rows, ("method",)).items():
+        for i, (label, method_rows) in enumerate(group(rows, ("method",)).items()):
             by_b = group(method_rows, (key,))
             keys = sorted(by_b, key=lambda k: float(k[0] or 0))
+            if len(keys) == 1 and not keys[0][0]:
+                # exact KPCA has no budget: a reference line at its seconds, its true words said
+                sec = _stats(by_b[keys[0]], "seconds")[0]
+                words = _stats(by_b[keys[0]], words_key(rows))[0]
+                if not math.isnan(sec):
+                    ax.axhline(sec, color="k", linestyle=":",
+                               label=f"{label[0]}: {sec:.2g} s, no budget "
+                                     f"({words:,.0f} words)")
+                continue
             stats = [_stats(by_b[b], "seconds") for b in keys]
             xs = [float(b[0]) if b[0] else _stats(by_b[b], "n_landmarks")[0] for b in keys]
-            ax.errorbar(xs, [s[0] for s in stats], yerr=[s[1] for s in stats], marker="o",
-                        capsize=3, label=label[0])
-        ax.set_xlabel("word budget B" if key == "max_words"
-                      else "|Y| (landmarks; n for exact methods)")
-        ax.set_xscale("log")
-        ax.set_title(f"{title}: fit time")
-    ax.set_ylabel("seconds")
+            mean = np.array([s[0] for s in stats])
+            std = np.array([s[1] for s in stats])
+            ax.errorbar(xs, mean, yerr=[np.minimum(std, 0.9 * mean), std], capsize=3,
+                        label=label[0], markersize=5, **line_style(i))
+        ax.set_xlabel("word budget B (fit words)" if key == "max_words" else "|Y| (landmarks)")
+        log_axis(ax, "x")
+        ax.set_ylabel("fit seconds, in-process")
+        ax.set_title(f"{title}: fit time ({SECONDS_NOTE})", fontsize=8)
     ax.set_yscale("log")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    paths.append(out_dir / "time.png")
-    fig.savefig(paths[-1], dpi=120)
+    legend_outside(ax)
+    path = out_dir / "time.png"
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
-    return paths
+    return path
 
 
 def _plot_nmi(plt, rows, out_dir, title) -> Path:
-    """``nmi_vs_words.png``: NMI of the k-means labels against total words."""
-    fig, ax = plt.subplots(figsize=(6, 4.2))
-    for (label,), method_rows in group(rows, ("method",)).items():
+    """``nmi_vs_words.png``: NMI of the k-means labels against total words (the std bar
+    clipped to NMI's range [0, 1])."""
+    fig, ax = plt.subplots(figsize=(8.4, 4.2))
+    for i, ((label,), method_rows) in enumerate(group(rows, ("method",)).items()):
         stats = sorted((_stats(g, "total_words")[0], *_stats(g, "nmi"))
                        for g in group(method_rows, (sweep_key(rows),)).values())
-        ax.errorbar([p[0] for p in stats], [p[1] for p in stats], yerr=[p[2] for p in stats],
-                    marker="o", capsize=3, label=label)
-    ax.set_xscale("log")
+        y = np.array([p[1] for p in stats])
+        err = np.array([p[2] for p in stats])
+        ax.errorbar([p[0] for p in stats], y,
+                    yerr=[np.minimum(err, y), np.minimum(err, 1 - y)], capsize=3,
+                    label=label, markersize=5, **line_style(i))
+    log_axis(ax, "x")
     ax.set_xlabel("fit words, both directions (PCA + k-means)")
     ax.set_ylabel("NMI with the true classes")
-    ax.set_title(f"{title}: NMI vs words", fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    ax.set_title(f"{title}: NMI vs words (mean ± std over seeds)", fontsize=9)
+    legend_outside(ax)
     path = out_dir / "nmi_vs_words.png"
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
 
