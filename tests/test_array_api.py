@@ -176,6 +176,7 @@ def test_gpu_benchmark_runs_on_a_cpu_namespace(monkeypatch, tmp_path, capsys):
     from pathlib import Path
 
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    monkeypatch.setenv("SCIPY_ARRAY_API", "1")  # gpu.main sets it otherwise, for the whole session
     import gpu
 
     found = gpu.find_library
