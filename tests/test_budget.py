@@ -463,7 +463,7 @@ def test_the_default_fit_is_unchanged_where_the_ridge_plan_holds():
     plain = DistributedKernelPCA(method="diskpca", **common).fit(X)
     assert est.method_ == "diskpca" and "diagonal" in est.budget_plan_.reason
     np.testing.assert_array_equal(est.landmarks_, plain.landmarks_)
-    np.testing.assert_array_equal(est.dual_coef_, plain.dual_coef_)
+    np.testing.assert_array_equal(est.landmark_coef_, plain.landmark_coef_)
     assert est.communication_ == plain.communication_
 
 
