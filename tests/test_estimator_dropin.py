@@ -164,3 +164,12 @@ def test_explicit_n_landmarks_beyond_the_budget_is_an_error(digits):
     with pytest.raises(WordBudgetError, match="n_landmarks=300 does not fit in "
                                               "max_words=20,000"):
         DistributedKernelPCA(10, gamma=gamma, n_landmarks=300, max_words=20_000).fit(X)
+
+
+def test_docstring_examples_run():
+    """The Examples of DistributedKernelPCA's docstring are doctests."""
+    import doctest
+
+    import kernelscale.horizontal.estimator as module
+
+    assert doctest.testmod(module).failed == 0
