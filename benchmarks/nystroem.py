@@ -40,6 +40,7 @@ from kernelscale import DistributedKernelPCA
 from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
 from kernelscale.bench.nystroem import nystroem_pca_model
+from kernelscale.bench.scripts import read_rows
 from kernelscale.datasets import load_digits_standardized, load_spam
 from kernelscale.horizontal.evaluate import distributed_error
 from kernelscale.kernels import make_kernel, median_heuristic
@@ -133,7 +134,7 @@ def summary(rows) -> str:
              "`python benchmarks/nystroem.py`: RBF kernels, k = 10, "
              "5 power-law workers for ours, mean over seeds of the excess (err - opt) / "
              "(trace - opt) of the centred rank-10 subspace over all the data (lower is "
-             "better; 0 is exact kernel PCA). `|Y|` is the landmarks used; `fit words` "
+             "better; 0 is exact kernel PCA). `landmarks` is the |Y| used; `fit words` "
              "is the ledger's count of our fits (both directions). The equal-words rows "
              "get `max_words` = the words of uniform + disLR at |Y| = m in the same seed. "
              "A shared, loaded 2-core machine: seconds are not reported here "
@@ -141,7 +142,7 @@ def summary(rows) -> str:
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         for m in dict.fromkeys(r["m"] for r in rows if r["dataset"] == dataset):
             lines += [f"## {dataset}, m = {m}", "",
-                      "| method | excess | excess / Nystroem's | |Y| | fit words |",
+                      "| method | excess | excess / Nystroem's | landmarks | fit words |",
                       "| --- | --- | --- | --- | --- |"]
             cell = [r for r in rows if r["dataset"] == dataset and r["m"] == m]
             base = statistics.mean(r["excess"] for r in cell if r["label"] == NYSTROEM)
@@ -166,7 +167,14 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--summary-only", action="store_true",
+                        help="rewrite summary.md from results.csv")
     args = parser.parse_args(argv)
+    if args.summary_only:
+        text = summary(read_rows(args.out / "results.csv"))
+        (args.out / "summary.md").write_text(text)
+        print(text)
+        return
     sizes, seeds, scales, out = [50, 200], list(range(args.seeds)), [0.2, 1.0], args.out
     if args.quick:
         sizes, seeds, scales, out = [50], [0], [1.0], out / "quick"
