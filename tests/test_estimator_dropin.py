@@ -65,6 +65,14 @@ def _signed_like(A, B):
     return A * np.sign(np.sum(A * B, axis=0))
 
 
+@pytest.mark.parametrize("n_workers", [1, 3])
+def test_exact_fit_transform_is_transform_in_the_rows_order(n_workers):
+    """fit_transform takes the scores from the eigenvectors, in the order of X's rows."""
+    X, _ = _data(2)
+    est = DistributedKernelPCA(5, method="exact", n_workers=n_workers, random_state=0)
+    np.testing.assert_allclose(est.fit_transform(X), est.transform(X), atol=1e-8)
+
+
 def test_gamma_defaults_to_one_over_n_features():
     X, _ = _data(0, d=7)
     assert _exact(n_components=2).fit(X).gamma_ == pytest.approx(1 / 7)
