@@ -31,9 +31,6 @@ from kernelscale.constraints import (
 )
 from kernelscale.horizontal.baselines import (
     exact_kpca,
-    random_features_pca,
-    uniform_batch,
-    uniform_dislr,
 )
 from kernelscale.horizontal.choice import (
     check_budget_kept,
@@ -41,20 +38,20 @@ from kernelscale.horizontal.choice import (
     draws_pilot,
     landmark_count,
 )
-from kernelscale.horizontal.diskpca import SAMPLERS, diskpca
+from kernelscale.horizontal.diskpca import SAMPLERS
 from kernelscale.horizontal.evaluate import distributed_error
 from kernelscale.horizontal.forecast import MIN_FIT_ROWS
 from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
+from kernelscale.horizontal.params import METHODS, check_parameters
 from kernelscale.horizontal.pilot import piloted_fit
 from kernelscale.horizontal.preimage import apply_preimage, fit_preimage
 from kernelscale.horizontal.sklearn_api import (
     SKLEARN_PARAMETER_CONSTRAINTS,
-    check_precomputed,
     eigensolver_options,
     fit_precomputed,
     validate_kernel_matrix,
 )
-from kernelscale.kernels import KERNELS, Kernel, is_importable, kernel_name, make_kernel
+from kernelscale.kernels import Kernel, kernel_name, make_kernel
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
 from kernelscale.metrics.lowrank import (
     EXACT_REFERENCE_MAX_SAMPLES,
@@ -69,28 +66,7 @@ from kernelscale.runtime.inputs import is_partition_list
 from kernelscale.runtime.ledger import Ledger
 from kernelscale.runtime.validation import check_real
 
-METHODS = {
-    "diskpca": diskpca,
-    "uniform_dislr": uniform_dislr,
-    "uniform_batch": uniform_batch,
-    "exact": exact_kpca,
-    "random_features": random_features_pca,
-}
-#: Methods that need a random feature map of the kernel (``KERNELS`` have one).
-FEATURE_MAP_METHODS = ("diskpca", "random_features")
-#: Methods that evaluate the kernel directly, so any kernel (or callable) works.
-DIRECT_KERNEL_METHODS = ("uniform_dislr", "uniform_batch", "exact")
-#: Methods that take ``landmarks=`` (disLR or batch KPCA on them, without sampling).
-LANDMARK_METHODS = ("diskpca", "uniform_dislr", "uniform_batch")
-#: Methods whose model holds landmarks, from which the pre-image map is learnt.
-INVERSE_METHODS = ("diskpca", "uniform_dislr", "uniform_batch", "exact")
-
 LOGGER = get_logger("horizontal")
-
-
-def _quoted(names) -> str:
-    return ", ".join(repr(n) for n in names)
-
 
 
 def _energy_shares(eigenvalues: np.ndarray, trace: float | None) -> np.ndarray:
@@ -655,59 +631,7 @@ default=None
     def _check_params(self) -> None:
         """Errors between parameters, raised before any work starts (each parameter
         alone is checked by ``_parameter_constraints``)."""
-        if self.kernel == "precomputed":
-            check_precomputed(self, self.method)
-            return
-        if self.n_components is None and self.method != "exact":
-            raise ValueError(
-                "n_components=None keeps every component of non-zero eigenvalue of the "
-                "exact kernel matrix: it needs method='exact' (or kernel='precomputed'). "
-                f"The distributed methods (method={self.method!r}) size their messages "
-                "by k: give n_components as an int.")
-        method = self.method or "diskpca"
-        name = kernel_name(self.kernel)
-        uses_landmarks = self.landmarks is not None
-        if self.max_words is not None:
-            if uses_landmarks:
-                raise ValueError("max_words chooses the landmarks within the budget; give "
-                                 "either max_words or landmarks, not both.")
-            if self.method is None:
-                method = "uniform_dislr"  # the plan needs no feature map from the kernel
-        if uses_landmarks and method not in LANDMARK_METHODS:
-            raise ValueError(
-                f"method={method!r} takes no landmarks; landmarks= works with the "
-                f"methods {_quoted(LANDMARK_METHODS)}."
-            )
-        needs_map = method in FEATURE_MAP_METHODS and not (
-            uses_landmarks and method == "diskpca")
-        if needs_map and name not in KERNELS:
-            kernel = "a callable kernel" if name == "callable" else f"kernel={self.kernel!r}"
-            raise ValueError(
-                f"method={method!r} needs a random feature map of the kernel, which "
-                f"{kernel} does not have (only {_quoted(KERNELS)} do). Use one of the "
-                f"methods that evaluate the kernel directly: {_quoted(DIRECT_KERNEL_METHODS)}."
-            )
-        if (name == "callable" and self.backend == "dask" and not is_importable(self.kernel)
-                and method not in ("uniform_batch", "exact")):
-            raise ValueError(
-                f"method={method!r} evaluates the kernel on the Dask workers, which "
-                "receive a callable kernel by its import path (module:qualname); this one "
-                "(a lambda, a local function or one of __main__) has none. Define it at "
-                "module level in a module the workers can import, use backend='local', or "
-                "method='uniform_batch' or 'exact' (the kernel runs at the master only)."
-            )
-        if self.fit_inverse_transform:
-            if method not in INVERSE_METHODS:
-                raise ValueError(
-                    f"fit_inverse_transform=True learns the pre-image map from the "
-                    f"landmarks and their scores; method={method!r} has no landmarks. "
-                    f"Use one of {_quoted(INVERSE_METHODS)}."
-                )
-            if name in ("chi2", "additive_chi2"):
-                raise ValueError(
-                    f"fit_inverse_transform=True evaluates the kernel on the scores, which "
-                    f"can be negative; the {name} kernel takes non-negative inputs only."
-                )
+        check_parameters(self)
 
     def _run_method(self, cluster, rng, info, plan=None):
         """The method's master function on the cluster (disLR/batch on Y with ``landmarks``)."""
