@@ -16,6 +16,7 @@ from kernelscale import DistributedKernelPCA, median_heuristic
 from kernelscale.datasets import load_digits_standardized
 from kernelscale.horizontal.budget import WordBudgetError
 from kernelscale.horizontal.forecast import forecast_words
+from kernelscale.model import save_model
 
 SEEDS = [0, 1, 2]
 
@@ -101,7 +102,7 @@ def test_gridsearch_over_a_pipeline_with_our_estimator():
     assert search.best_score_ > 0.7
 
 
-def test_precomputed_kernel_equals_the_kernel_itself():
+def test_precomputed_kernel_equals_the_kernel_itself(tmp_path):
     X, X_new = _data(1)
     est = _exact(n_components=4, kernel="rbf", gamma=0.2).fit(X)
     K, K_new = est.kernel_(X, X), est.kernel_(X_new, X)
@@ -109,6 +110,11 @@ def test_precomputed_kernel_equals_the_kernel_itself():
     _same_up_to_sign(pre.transform(K_new), est.transform(X_new), atol=1e-8)
     assert pre.communication_.total_words("fit") == 0 and pre.__sklearn_tags__(
     ).input_tags.pairwise
+    with pytest.raises(ValueError, match="precomputed kernel matrix cannot be saved"):
+        save_model(pre.model_, tmp_path / "model.npz")
+    assert not (tmp_path / "model.npz").exists()
+    with pytest.raises(ValueError, match="Cannot fit_inverse_transform with a precomputed"):
+        _exact(kernel="precomputed", fit_inverse_transform=True).fit(K)
 
 
 @pytest.mark.parametrize("method", ["diskpca", "uniform_dislr", "uniform_batch",

@@ -72,7 +72,9 @@ class PrecomputedKernel:
                          "approximation error needs the kernel itself.")
 
     def to_dict(self) -> dict:
-        return {"name": "precomputed"}
+        raise ValueError("A model fitted on a precomputed kernel matrix cannot be saved: a "
+                         "model file names its kernel, and this one is only the values "
+                         "given to fit. Fit with the kernel itself (a name) to save the model.")
 
 
 def check_precomputed(estimator, method: str | None) -> None:
