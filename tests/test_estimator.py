@@ -33,6 +33,9 @@ _EXEMPT = {"check_transformer_n_iter": "max_iter belongs to an external eigensol
     DistributedKernelPCA(n_components=2, center=False, random_state=0, **SMALL),  # the papers'
     DistributedKernelPCA(kernel="cosine", method="uniform_dislr"),
     DistributedKernelPCA(method="exact", fit_inverse_transform=True),
+    # scikit-learn's KernelPCA() (issue 33), and an exact fit on a precomputed kernel
+    DistributedKernelPCA(None, kernel="linear", method="exact", n_workers=1),
+    DistributedKernelPCA(2, kernel="precomputed", method="exact"),
     DistributedKernelPCA(n_components=2, method="uniform_batch", kernel="poly", random_state=0,
                          **SMALL),
     DistributedKernelPCA(n_components=2, method="random_features", messages="sketch",
