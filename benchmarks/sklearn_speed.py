@@ -61,11 +61,9 @@ def run(X, k, gamma, repeats):
                          "kernelscale_s": round(seconds["kernelscale"], 4),
                          "sklearn_s": round(seconds["scikit-learn"], 4),
                          "ratio": round(seconds["kernelscale"] / seconds["scikit-learn"], 4)})
-        ours, theirs = pair.values()
-        if solver != "randomized":  # the same answer (randomized: different random draws)
-            assert np.allclose(np.abs(ours.transform(X[:50])), np.abs(theirs.transform(X[:50])),
-                               atol=1e-6), f"{solver}: the two fits disagree"
-        assert np.allclose(ours.eigenvalues_, theirs.eigenvalues_, rtol=0.05), solver
+        ours, theirs = pair.values()  # the same answer (the same random draws, too)
+        assert np.allclose(np.abs(ours.transform(X[:50])), np.abs(theirs.transform(X[:50])),
+                           atol=1e-6), f"{solver}: the two fits disagree"
     return rows
 
 

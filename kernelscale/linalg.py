@@ -259,7 +259,8 @@ def top_eigenpairs(S: np.ndarray, k: int, solver: str = "dense", *, tol: float =
     * 'dense': LAPACK through :func:`top_eigh` (the k largest eigenvalues);
     * 'arpack': :func:`scipy.sparse.linalg.eigsh`, the k largest (``which='LA'``),
       stopping at ``tol`` (0: machine precision) or ``max_iter`` iterations, from a
-      start vector drawn from ``random_state``;
+      start vector drawn from ``random_state`` (an int or a ``RandomState`` draws
+      it as scikit-learn's ``KernelPCA`` does, a ``Generator`` from itself);
     * 'randomized': :func:`sklearn.utils.extmath.randomized_svd` with
       ``iterated_power`` power iterations, which finds the k eigenvalues of
       largest modulus (the singular values); each one's sign is that of
@@ -277,15 +278,26 @@ def top_eigenpairs(S: np.ndarray, k: int, solver: str = "dense", *, tol: float =
     if k == 0:
         return np.zeros(0, dtype=S.dtype), np.zeros((n, 0), dtype=S.dtype)
     if solver == "dense":
-        return top_eigh(S, k)
+        # LAPACK on the lower triangle as it is (scikit-learn's call), without the
+        # symmetrised copy of top_eigh; its full-decomposition fallback when syevr
+        # returns fewer pairs than asked (scipy issue 13913).
+        w, V = sla.eigh(S, subset_by_index=[n - k, n - 1])
+        if w.size < k:
+            return top_eigh(S, k)
+        return w[::-1], flip_signs(V[:, ::-1])
+    from sklearn.utils import check_random_state
+
+    if not isinstance(random_state, np.random.Generator):
+        random_state = check_random_state(random_state)  # scikit-learn's draws, as KernelPCA
     if solver == "arpack":
-        start = as_generator(random_state).uniform(-1.0, 1.0, n)
+        start = random_state.uniform(-1.0, 1.0, n)
         w, V = eigsh(S, k, which="LA", tol=tol, maxiter=max_iter, v0=start)
     else:
         from sklearn.utils.extmath import randomized_svd
 
-        seed = int(as_generator(random_state).integers(2**31 - 1))
-        U, s, Vt = randomized_svd(S, k, n_iter=iterated_power, random_state=seed)
+        if isinstance(random_state, np.random.Generator):
+            random_state = int(random_state.integers(2**31 - 1))
+        U, s, Vt = randomized_svd(S, k, n_iter=iterated_power, random_state=random_state)
         w, V = s * np.sign(np.einsum("ij,ji->j", U, Vt)), U
     order = np.argsort(w)[::-1]
     return w[order], flip_signs(V[:, order])

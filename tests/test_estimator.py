@@ -118,8 +118,8 @@ def test_fit_x_splits_with_the_partitioner_then_runs_the_protocol():
     np.testing.assert_array_equal(est.landmark_coef_, model.coef)
     assert est.communication_ == cluster.ledger
     # transform(x) = C^T k(Y, x) for an uncentred fit.
-    np.testing.assert_allclose(est.transform(X), est.kernel_(X, est.landmarks_) @ est.landmark_coef_,
-                               atol=1e-12)
+    np.testing.assert_allclose(est.transform(X),
+                               est.kernel_(X, est.landmarks_) @ est.landmark_coef_, atol=1e-12)
     assert est.get_feature_names_out().tolist() == [
         "distributedkernelpca0", "distributedkernelpca1", "distributedkernelpca2"]
 

@@ -39,10 +39,18 @@ SKLEARN_PARAMETER_CONSTRAINTS: dict = {
 
 
 def eigensolver_options(estimator, rng) -> dict:
-    """Keyword arguments of :func:`kernelscale.linalg.top_eigenpairs` from the parameters."""
+    """Keyword arguments of :func:`kernelscale.linalg.top_eigenpairs` from the parameters.
+
+    An int or ``RandomState`` ``random_state`` goes to the eigensolver as it is, so
+    ARPACK and the randomized solver draw what scikit-learn's ``KernelPCA`` draws
+    for it (the same answer for the same ``random_state``); otherwise ``rng``.
+    """
+    state = estimator.random_state
+    if not isinstance(state, (int, np.integer, np.random.RandomState)):
+        state = rng
     return {"solver": estimator.eigen_solver, "tol": float(estimator.tol),
             "max_iter": estimator.max_iter, "iterated_power": estimator.iterated_power,
-            "random_state": rng}
+            "random_state": state}
 
 
 @dataclass(frozen=True)
