@@ -187,3 +187,28 @@ def test_docstring_examples_run():
     import kernelscale.horizontal.estimator as module
 
     assert doctest.testmod(module).failed == 0
+
+
+# ------------------------------------------------ the eigensolvers (kernelscale.linalg)
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("solver", ["dense", "arpack", "randomized"])
+def test_top_eigenpairs_on_a_known_spectrum(solver, seed):
+    """A 60 x 60 matrix with eigenvalues 2^-i: every solver finds the top 5 (1e-8)."""
+    from kernelscale.linalg import top_eigenpairs
+
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.standard_normal((60, 60)))
+    spectrum = 2.0 ** -np.arange(60)
+    S = (Q * spectrum) @ Q.T
+    w, V = top_eigenpairs(S, 5, solver, random_state=seed)
+    np.testing.assert_allclose(w, spectrum[:5], rtol=1e-8)
+    _same_up_to_sign(V, Q[:, :5], atol=1e-6)
+
+
+def test_psd_eigenvalues_zeroes_round_off_and_refuses_negative_ones():
+    from kernelscale.linalg import psd_eigenvalues
+
+    np.testing.assert_array_equal(psd_eigenvalues(np.array([4.0, 1e-13, -1e-9])), [4, 0, 0])
+    with pytest.raises(ValueError, match="significant negative eigenvalues"):
+        psd_eigenvalues(np.array([4.0, 1.0, -1e-3]))
