@@ -23,6 +23,7 @@ Every choice is in ``method_`` and ``budget_plan_.reason``.
 from __future__ import annotations
 
 from dataclasses import replace
+from numbers import Integral
 
 import scipy.sparse as sp
 
@@ -95,7 +96,7 @@ def pilot_applies(estimator, info, cluster) -> bool:
     """
     est = estimator
     return (est.sampler == "ridge" and kernel_name(est.kernel) in KERNELS
-            and not info.is_sparse and isinstance(est.n_components, int)
+            and not info.is_sparse and isinstance(est.n_components, Integral)
             and info.n_samples >= landmark_count(est) >= est.n_components
             and min(info.n_rows) >= 1 and getattr(cluster, "secure_rounds", None) is None)
 
