@@ -229,3 +229,104 @@ def unique_rows(Y, tol: float = 0.0) -> np.ndarray:
     dense = Y.toarray() if sp.issparse(Y) else np.asarray(Y)
     _, first = np.unique(dense, axis=0, return_index=True)
     return np.sort(first)
+
+
+#: The eigensolvers of :func:`top_eigenpairs` (scikit-learn's ``KernelPCA.eigen_solver``).
+EIGEN_SOLVERS = ("auto", "dense", "arpack", "randomized")
+
+
+def resolve_eigen_solver(n: int, k: int, solver: str = "auto") -> str:
+    """The solver that ``solver='auto'`` means for the top ``k`` of an n x n matrix.
+
+    scikit-learn's rule for ``KernelPCA``: ARPACK for a few components (k < 10)
+    of a matrix above 200 rows, LAPACK's dense solver otherwise. ARPACK needs
+    k < n; at k = n the dense solver runs instead.
+    """
+    if solver not in EIGEN_SOLVERS:
+        raise ValueError(f"eigen_solver must be one of {EIGEN_SOLVERS}, got {solver!r}.")
+    if solver == "auto":
+        solver = "arpack" if n > 200 and k < 10 else "dense"
+    if solver == "arpack" and k >= n:
+        solver = "dense"
+    return solver
+
+
+def top_eigenpairs(S: np.ndarray, k: int, solver: str = "dense", *, tol: float = 0.0,
+                   max_iter: int | None = None, iterated_power="auto",
+                   random_state=None) -> tuple[np.ndarray, np.ndarray]:
+    """Top ``k`` eigenpairs of a symmetric matrix by the named solver, descending, signs fixed.
+
+    * 'dense': LAPACK through :func:`top_eigh` (the k largest eigenvalues);
+    * 'arpack': :func:`scipy.sparse.linalg.eigsh`, the k largest (``which='LA'``),
+      stopping at ``tol`` (0: machine precision) or ``max_iter`` iterations, from a
+      start vector drawn from ``random_state`` (an int or a ``RandomState`` draws
+      it as scikit-learn's ``KernelPCA`` does, a ``Generator`` from itself);
+    * 'randomized': :func:`sklearn.utils.extmath.randomized_svd` with
+      ``iterated_power`` power iterations, which finds the k eigenvalues of
+      largest modulus (the singular values); each one's sign is that of
+      ``u_i . v_i``, so a large negative eigenvalue comes back negative;
+    * 'auto': :func:`resolve_eigen_solver`.
+
+    Returns ``min(k, n)`` eigenvalues sorted descending and their eigenvectors
+    (columns) with :func:`flip_signs` applied.
+    """
+    from scipy.sparse.linalg import eigsh
+
+    n = S.shape[0]
+    k = min(k, n)
+    solver = resolve_eigen_solver(n, k, solver)
+    if k == 0:
+        return np.zeros(0, dtype=S.dtype), np.zeros((n, 0), dtype=S.dtype)
+    if solver == "dense":
+        # LAPACK on the lower triangle as it is (scikit-learn's call), without the
+        # symmetrised copy of top_eigh; its full-decomposition fallback when syevr
+        # returns fewer pairs than asked (scipy issue 13913).
+        w, V = sla.eigh(S, subset_by_index=[n - k, n - 1])
+        if w.size < k:
+            return top_eigh(S, k)
+        return w[::-1], flip_signs(V[:, ::-1])
+    from sklearn.utils import check_random_state
+
+    if not isinstance(random_state, np.random.Generator):
+        random_state = check_random_state(random_state)  # scikit-learn's draws, as KernelPCA
+    if solver == "arpack":
+        start = random_state.uniform(-1.0, 1.0, n)
+        w, V = eigsh(S, k, which="LA", tol=tol, maxiter=max_iter, v0=start)
+    else:
+        from sklearn.utils.extmath import randomized_svd
+
+        if isinstance(random_state, np.random.Generator):
+            random_state = int(random_state.integers(2**31 - 1))
+        U, s, Vt = randomized_svd(S, k, n_iter=iterated_power, random_state=random_state)
+        w, V = s * np.sign(np.einsum("ij,ji->j", U, Vt)), U
+    order = np.argsort(w)[::-1]
+    return w[order], flip_signs(V[:, order])
+
+
+def psd_eigenvalues(w: np.ndarray) -> np.ndarray:
+    """Eigenvalues of a matrix that should be PSD, checked and cleaned of round-off.
+
+    A negative eigenvalue beyond round-off (below ``-ratio * max``, ratio 1e-5
+    in float64 and 5e-3 in float32) means the matrix is not PSD: a
+    ``ValueError`` that says so. Smaller negative ones, and positive ones below
+    ``1e-12 * max`` (2e-7 in float32), are round-off of zero: set to 0. The same
+    thresholds as scikit-learn's ``KernelPCA``, so both keep the same
+    components.
+    """
+    w = np.array(w, copy=True)
+    if w.size == 0:
+        return w
+    double = w.dtype == np.float64
+    negative_ratio, zero_ratio = (1e-5, 1e-12) if double else (5e-3, 2e-7)
+    largest = float(w.max())
+    if largest < 0:
+        raise ValueError(f"All the eigenvalues are negative (the largest is {largest:g}): the "
+                         "kernel matrix is not positive semi-definite.")
+    smallest = float(w.min())
+    if smallest < -negative_ratio * largest:
+        raise ValueError(
+            f"There are significant negative eigenvalues ({-smallest / largest:g} of the "
+            "largest positive one): the kernel matrix is not positive semi-definite. Ask "
+            "for fewer components, or use a positive semi-definite kernel.")
+    w[w < zero_ratio * largest] = 0.0
+    return w

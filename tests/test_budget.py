@@ -436,13 +436,15 @@ def test_a_concentrated_pilot_draws_by_the_plain_residual_and_gains():
     assert np.mean(mine) < np.mean(ridge)
 
 
-def test_the_default_fit_applies_the_pilot_rule_at_its_own_words():
+def test_the_default_fit_applies_the_pilot_rule_at_its_own_words(monkeypatch):
+    # n_landmarks=None: the default's |Y| (400), here 100 to keep the test fast
+    monkeypatch.setattr("kernelscale.horizontal.choice.DEFAULT_N_LANDMARKS", 100)
     mine, ridge = [], []
     for seed in range(3):
         X, gamma = _narrow_rbf_data(seed)
-        common = dict(n_components=4, gamma=gamma, n_landmarks=100, random_state=seed)
+        common = dict(n_components=4, gamma=gamma, random_state=seed)
         est = DistributedKernelPCA(**common).fit(X)  # method=None, no max_words
-        default = DistributedKernelPCA(method="diskpca", **common).fit(X)
+        default = DistributedKernelPCA(method="diskpca", n_landmarks=100, **common).fit(X)
         words = default.communication_.total_words("fit")
         assert est.method_ in ("uniform_batch", "uniform_dislr")
         assert est.budget_plan_.pilot["forecast_method"] == "diskpca"
@@ -453,17 +455,18 @@ def test_the_default_fit_applies_the_pilot_rule_at_its_own_words():
     assert np.mean(mine) < 0.8 * np.mean(ridge)
 
 
-def test_the_default_fit_is_unchanged_where_the_ridge_plan_holds():
+def test_the_default_fit_is_unchanged_where_the_ridge_plan_holds(monkeypatch):
     from kernelscale.datasets import load_digits_standardized
 
+    # n_landmarks=None: the default's |Y| (400), here 60 to keep the test fast
+    monkeypatch.setattr("kernelscale.horizontal.choice.DEFAULT_N_LANDMARKS", 60)
     X = load_digits_standardized()[0][:600]
-    common = dict(n_components=5, kernel="poly", degree=4, gamma=1 / 64, n_landmarks=60,
-                  random_state=3)
+    common = dict(n_components=5, kernel="poly", degree=4, gamma=1 / 64, random_state=3)
     est = DistributedKernelPCA(**common).fit(X)
-    plain = DistributedKernelPCA(method="diskpca", **common).fit(X)
+    plain = DistributedKernelPCA(method="diskpca", n_landmarks=60, **common).fit(X)
     assert est.method_ == "diskpca" and "diagonal" in est.budget_plan_.reason
     np.testing.assert_array_equal(est.landmarks_, plain.landmarks_)
-    np.testing.assert_array_equal(est.dual_coef_, plain.dual_coef_)
+    np.testing.assert_array_equal(est.landmark_coef_, plain.landmark_coef_)
     assert est.communication_ == plain.communication_
 
 

@@ -67,7 +67,7 @@ def test_inverse_transform_of_exact_is_scikit_learns(kernel, params, seed):
     np.testing.assert_allclose(ours.inverse_transform(Z_ours),
                                theirs.inverse_transform(Z_theirs), atol=1e-9)
     assert ours.X_transformed_fit_.shape == (90, 4)
-    assert ours.inverse_dual_coef_.shape == (90, 5)
+    assert ours.dual_coef_.shape == (90, 5)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

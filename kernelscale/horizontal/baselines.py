@@ -29,7 +29,15 @@ from kernelscale.horizontal.diskpca import (
 from kernelscale.horizontal.dislr import cap_at_rank, dislr
 from kernelscale.horizontal.sampling import inclusion_weights, stack_rows, uniform_sample
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
-from kernelscale.linalg import as_generator, gram, pack_symmetric, top_eigh, unpack_symmetric
+from kernelscale.linalg import (
+    as_generator,
+    gram,
+    pack_symmetric,
+    psd_eigenvalues,
+    top_eigenpairs,
+    top_eigh,
+    unpack_symmetric,
+)
 from kernelscale.metrics.lowrank import EXACT_REFERENCE_MAX_SAMPLES
 from kernelscale.model import KernelPCAModel, RandomFeaturePCAModel
 from kernelscale.runtime import (
@@ -189,27 +197,75 @@ def _send_all_step(state):
     return Tagged(raw_points=to_host(state.data))  # a device partition: copied to the host
 
 
-def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int = 10, center: bool = False,
-               **_) -> KernelPCAModel:
+def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int | None = 10,
+               center: bool = False, eigensolver: dict | None = None,
+               remove_zero_eig: bool = False, **_) -> KernelPCAModel:
     """Exact KPCA: every worker sends its data to the master (small data only).
 
-    Then the model goes back to every worker (round 'exact KPCA: landmarks and
+    The master then runs :func:`kernel_matrix_kpca` on the n x n kernel matrix
+    (scikit-learn's ``KernelPCA`` step by step, with ``eigensolver`` and
+    ``remove_zero_eig``; ``n_components=None`` keeps every non-zero component),
+    and the model goes back to every worker (round 'exact KPCA: landmarks and
     components': all n points and the n x k coefficients), as for every method.
     """
     cluster.reset()
     info = validate_cluster(cluster)
     check_kernel_input(kernel, info)
-    check_budgets(info, n_components, info.n_samples)
+    check_budgets(info, n_components or 1, info.n_samples)
     check_batch_size(info.n_samples, "exact", "use method='diskpca'")
     cluster.tolerate_lost_from_here()
     replies = cluster.broadcast_map(_send_all_step, round="all data to master",
                                     reply_kind="raw_points")
     # A worker lost here (lost="drop") sends nothing: exact KPCA of the others' rows.
-    model = batch_kpca(stack_rows([r["raw_points"] for r in answered(replies)]), kernel,
-                       n_components, center)
+    X = stack_rows([r["raw_points"] for r in answered(replies)])
+    model = kernel_matrix_kpca(kernel(X, X), X, kernel, n_components, center,
+                               eigensolver, remove_zero_eig)
     broadcast_landmark_model(cluster, model, "exact KPCA: landmarks and components")
     model.info = {"method": "exact"}
     return model
+
+
+def kernel_matrix_kpca(K: np.ndarray, X, kernel: Kernel, n_components: int | None,
+                       center: bool, eigensolver: dict | None = None,
+                       remove_zero_eig: bool = False) -> KernelPCAModel:
+    """Exact kernel PCA of the kernel matrix ``K = k(X, X)``, as scikit-learn's ``KernelPCA``.
+
+    Centring (``center=True``) subtracts the column means and the row means and
+    adds the overall mean (scikit-learn's ``KernelCenterer``; for a
+    non-symmetric precomputed ``K`` this is what makes it symmetric). The top
+    ``n_components`` eigenpairs come from :func:`kernelscale.linalg.top_eigenpairs`
+    (``eigensolver``: its keyword arguments ``solver``, ``tol``, ``max_iter``,
+    ``iterated_power``, ``random_state``); eigenvalues that are round-off of
+    zero become 0 and a significantly negative one is an error
+    (:func:`kernelscale.linalg.psd_eigenvalues`). Components of eigenvalue 0
+    have zero coefficients; they are dropped with ``remove_zero_eig=True`` or
+    ``n_components=None`` (every non-zero component), and otherwise kept with
+    a ``UserWarning``. ``K`` is centred in place.
+    """
+    n = K.shape[0]
+    mean = None
+    if center:
+        mean = K.mean(axis=0)  # <mu, phi(x_j)>; the column means of a non-symmetric K
+        row_means = K.mean(axis=1)
+        K -= mean[None, :]
+        K -= row_means[:, None]
+        K += mean.mean()
+    trace = float(np.trace(K))
+    k = n if n_components is None else min(int(n_components), n)
+    w, V = top_eigenpairs(K, k, **(eigensolver or {}))
+    w = psd_eigenvalues(w)
+    order = np.argsort(w, kind="stable")[::-1]
+    w, V = w[order], V[:, order]
+    nonzero = w > 0
+    if remove_zero_eig or n_components is None:
+        w, V = w[nonzero], V[:, nonzero]
+        coef = V / np.sqrt(w)
+    else:
+        coef, kept = cap_at_rank(V[:, nonzero] / np.sqrt(w[nonzero]), w[nonzero], k,
+                                 "The kernel matrix", stacklevel=4)
+        w = kept
+    return KernelPCAModel(kernel=kernel, landmarks=X, coef=coef, eigenvalues=w, center=mean,
+                          trace=trace)
 
 
 @worker_step

@@ -32,19 +32,28 @@ from kernelscale.constraints import (
 )
 from kernelscale.horizontal.baselines import (
     exact_kpca,
-    random_features_pca,
-    uniform_batch,
-    uniform_dislr,
 )
-from kernelscale.horizontal.budget import plan_budget
-from kernelscale.horizontal.diskpca import SAMPLERS, diskpca
+from kernelscale.horizontal.choice import (
+    check_budget_kept,
+    choose_plan,
+    draws_pilot,
+    landmark_count,
+)
+from kernelscale.horizontal.diskpca import SAMPLERS
 from kernelscale.horizontal.evaluate import distributed_error
-from kernelscale.horizontal.forecast import MIN_FIT_ROWS, max_row_nnz_of
+from kernelscale.horizontal.forecast import MIN_FIT_ROWS
 from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
 from kernelscale.horizontal.model_state import diskpca_state, restore_diskpca
+from kernelscale.horizontal.params import METHODS, check_parameters
 from kernelscale.horizontal.pilot import piloted_fit
 from kernelscale.horizontal.preimage import apply_preimage, fit_preimage
-from kernelscale.kernels import KERNELS, Kernel, is_importable, kernel_name, make_kernel
+from kernelscale.horizontal.sklearn_api import (
+    SKLEARN_PARAMETER_CONSTRAINTS,
+    eigensolver_options,
+    fit_precomputed,
+    validate_kernel_matrix,
+)
+from kernelscale.kernels import Kernel, kernel_name, make_kernel
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
 from kernelscale.metrics.lowrank import (
     EXACT_REFERENCE_MAX_SAMPLES,
@@ -57,41 +66,10 @@ from kernelscale.model_registry import register_estimator
 from kernelscale.partition import PARTITIONS, make_partition, split
 from kernelscale.progress import get_logger, track_rounds, verbosity
 from kernelscale.runtime.inputs import is_partition_list
+from kernelscale.runtime.ledger import Ledger
 from kernelscale.runtime.validation import check_real
 
-METHODS = {
-    "diskpca": diskpca,
-    "uniform_dislr": uniform_dislr,
-    "uniform_batch": uniform_batch,
-    "exact": exact_kpca,
-    "random_features": random_features_pca,
-}
-#: Methods that need a random feature map of the kernel (``KERNELS`` have one).
-FEATURE_MAP_METHODS = ("diskpca", "random_features")
-#: Methods that evaluate the kernel directly, so any kernel (or callable) works.
-DIRECT_KERNEL_METHODS = ("uniform_dislr", "uniform_batch", "exact")
-#: Methods that take ``landmarks=`` (disLR or batch KPCA on them, without sampling).
-LANDMARK_METHODS = ("diskpca", "uniform_dislr", "uniform_batch")
-#: Methods whose model holds landmarks, from which the pre-image map is learnt.
-INVERSE_METHODS = ("diskpca", "uniform_dislr", "uniform_batch", "exact")
-
 LOGGER = get_logger("horizontal")
-
-
-def _quoted(names) -> str:
-    return ", ".join(repr(n) for n in names)
-
-
-
-def _max_row_nnz(X) -> int:
-    """The most nonzeros of a row of sparse data the estimator holds (for a word budget)."""
-    parts = list(X) if is_partition_list(X) else [X]
-    if not all(sp.issparse(p) for p in parts):
-        raise ValueError(
-            "max_words with sparse partitions that stay on the workers (loaders, a dask "
-            "array) cannot bound the words of a sparse row before sending anything; pass "
-            "the sparse matrices themselves, or fit without max_words.")
-    return max(max_row_nnz_of(p) for p in parts)
 
 
 def _energy_shares(eigenvalues: np.ndarray, trace: float | None) -> np.ndarray:
@@ -110,13 +88,27 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     a dask array (its row chunks). The protocol runs in-process by default, or on
     a Dask cluster (``backend='dask'``).
 
+    With ``method='exact', n_workers=1`` it is a drop-in for scikit-learn's
+    ``KernelPCA``: the same parameters (``eigen_solver``, ``tol``, ``max_iter``,
+    ``iterated_power``, ``remove_zero_eig``, ``n_components=None``,
+    ``kernel='precomputed'``, ``copy_X``), the same fitted attributes with the
+    same meanings (``eigenvalues_``, ``eigenvectors_``, ``dual_coef_``,
+    ``X_transformed_fit_``, ``X_fit_``, ``gamma_``), and scikit-learn's own
+    KernelPCA tests pass (``tests/test_sklearn_kernel_pca.py``). Only the
+    defaults differ (``n_components=10``, ``kernel='rbf'``, a distributed
+    method, 5 workers); see ``docs/sklearn.md`` for the migration note.
+
     Parameters
     ----------
-    n_components : int, default=10
+    n_components : int or None, default=10
         Number of principal components k. When the fitted subspace has
         numerical rank r < k (e.g. a linear kernel on data of rank r), a
         ``UserWarning`` says so and the last k - r components are zero:
-        ``transform`` still returns k columns, with eigenvalue 0 for the extra ones.
+        ``transform`` still returns k columns, with eigenvalue 0 for the extra ones
+        (unless ``remove_zero_eig``). None (scikit-learn's default): every
+        component of non-zero eigenvalue of the exact kernel matrix, for
+        ``method='exact'`` and ``kernel='precomputed'`` only (the distributed
+        methods need k to size their messages).
     kernel : str or callable, default='rbf'
         'rbf', 'laplacian', 'poly' (or 'polynomial'), 'linear' and 'arccos' work
         with every method. scikit-learn's other ``pairwise_kernels`` ('sigmoid',
@@ -132,9 +124,19 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         kernel at the master only) everywhere. A model with a callable kernel
         cannot be saved (a model file holds no code). 'sigmoid' and
         'additive_chi2' are not positive semi-definite: only the positive part
-        of the spectrum is used.
+        of the spectrum is used ('exact' raises, as scikit-learn does, when one
+        of the k components has a significantly negative eigenvalue).
+        'precomputed': ``fit(K)`` on the n x n kernel matrix of the training
+        points and ``transform(K_new)`` on the kernel values of new points
+        against them (shape (n_new, n)), with ``method='exact'`` (or None,
+        which then means 'exact'): the exact fit, at one place, of a matrix
+        computed elsewhere. The distributed methods refuse it (they evaluate
+        the kernel on points that the workers send each other); so do
+        ``fit_inverse_transform``, ``max_words``, ``landmarks`` and
+        ``approximation_error``.
     gamma : float, optional
-        Kernel scale; default ``1 / n_features`` (scikit-learn's). For the papers'
+        Kernel scale; default ``1 / n_features`` (scikit-learn's; the value used is
+        ``gamma_``). For the papers'
         bandwidth use ``kernelscale.kernels.median_heuristic``: gamma = 1 / (2 sigma^2).
     degree : int, optional
         Polynomial degree (default 3) or arc-cosine order (default 2).
@@ -147,13 +149,16 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         the papers' setting.
     method : {'diskpca', 'uniform_dislr', 'uniform_batch', 'exact', 'random_features'}, \
 default=None
-        The protocol. None: 'diskpca' at ``n_landmarks``, unless the pilot
-        rule of :mod:`kernelscale.horizontal.pilot` shows, from the ridge
-        sampler's uniform pilot, that the energy is spread (a narrow RBF): then
+        The protocol. An explicit method is the one that runs. None: chosen
+        (:mod:`kernelscale.horizontal.choice`; what ran is ``method_``, why is
+        ``budget_plan_.reason``). With ``n_landmarks`` unset too: 'diskpca' at
+        the default fit's words (400 landmarks), unless the pilot rule of
+        :mod:`kernelscale.horizontal.pilot` shows, from the ridge sampler's
+        uniform pilot, that the energy is spread (a narrow RBF): then
         'uniform_batch' or 'uniform_dislr' at the same words (dense data, a
-        kernel with a random feature map; the choice is in ``budget_plan_``).
-        With ``max_words``, the method the word forecast and the pilot choose
-        (:func:`kernelscale.horizontal.budget.plan_budget`).
+        kernel with a random feature map). With an explicit ``n_landmarks``:
+        'diskpca' with exactly that |Y|, no pilot. With ``max_words``, see there.
+        'exact' for ``kernel='precomputed'``.
     max_words : int, optional
         A word budget B for the fit (both directions, every message of the
         phase 'fit' counted by the ledger). Before anything is sent, the fit
@@ -163,8 +168,12 @@ default=None
         :func:`~kernelscale.horizontal.budget.plan_budget` picks within B:
         'exact' when all the data and its model fit in B, else disKPCA at the
         most landmarks B buys (``method`` restricts the choice to one method,
-        sized to B; ``n_landmarks`` is then ignored). When that choice is
-        disKPCA with the ridge sampler (and ``method`` is None), the fit first
+        sized to B). An explicit ``n_landmarks`` is honoured: exactly that |Y|,
+        with ``method``, or with the first of 'diskpca', 'uniform_dislr' and
+        'uniform_batch' whose forecast fits in B when ``method`` is None; a
+        ``WordBudgetError`` when it does not fit. When the choice is
+        disKPCA with the ridge sampler (and ``method`` and ``n_landmarks`` are
+        None), the fit first
         draws the sampler's uniform pilot (counted in B) and, where the pilot's
         kernel matrix shows the energy spread (a narrow RBF), switches to
         uniform + batch KPCA or uniform + disLR resized to B, the pilot being
@@ -176,12 +185,17 @@ default=None
         forecast at the largest row's size. A budget below what k components
         cost raises a ``WordBudgetError`` (a ``ValueError``) before any work.
         The plan is kept in ``budget_plan_``.
-    n_landmarks : int, default=400
+    n_landmarks : int or None, default=None
         |Y|: the exact number of representative points (the communication
         budget), all distinct; fewer only when the data has fewer distinct
         points (capped at n with a warning). When disKPCA's adaptive weights
         run out first (all remaining points in the span of the sampled ones),
-        the rest is drawn uniformly. Ignored when ``landmarks`` is given.
+        the rest is drawn uniformly. Ignored when ``landmarks`` is given, and by
+        'exact' and 'random_features'. None: chosen. Without ``max_words``,
+        400 landmarks with an explicit ``method``; with ``method=None``, the
+        words of disKPCA at 400 landmarks, within which the pilot may choose
+        another method and its |Y| (see ``method``). With ``max_words``, the
+        largest |Y| the budget buys. An explicit value is always the |Y| used.
     landmarks : array or CSR matrix of shape (n_landmarks, n_features), optional
         Y given by the user: no sampling. 'diskpca' and 'uniform_dislr' run disLR
         on Y (the best rank-k subspace of span(phi(Y)) for all the data; Y is
@@ -266,21 +280,80 @@ default=None
         leverage scores of a kernel subspace embedding (``embedding_dim``,
         ``row_sketch_dim``, ``n_random_features``, ``embedding_dtype``), then
         adaptive sampling. Ignored by the other methods.
+    eigen_solver : {'auto', 'dense', 'arpack', 'randomized'}, default='auto'
+        The master's eigensolver for the n x n kernel matrix of 'exact'
+        (scikit-learn's meaning; :func:`kernelscale.linalg.top_eigenpairs`):
+        LAPACK's dense solver, ARPACK (``scipy.sparse.linalg.eigsh``) or
+        scikit-learn's randomized SVD; 'auto' takes ARPACK for k < 10 on more
+        than 200 points, the dense solver otherwise. The other methods solve
+        a small eigenproblem at the master (|Y| x |Y| for the landmark methods,
+        m x m for 'random_features') with the dense solver and ignore it.
+    tol : float, default=0
+        ARPACK's convergence tolerance (0: machine precision).
+    max_iter : int, optional
+        ARPACK's most iterations (default: ARPACK's own, 10 n).
+    iterated_power : int or 'auto', default='auto'
+        Power iterations of the randomized solver ('auto': 7 when k < n / 10,
+        else 4).
+    remove_zero_eig : bool, default=False
+        Drop the components of eigenvalue 0 ('exact'), so ``transform`` may return
+        fewer than k columns; always done when ``n_components`` is None.
+    copy_X : bool, default=True
+        For ``kernel='precomputed'``: keep a copy of the kernel matrix as
+        ``X_fit_`` (False: the given array itself, which must then not change).
+        The other fits always hold copies: the workers' partitions, split from ``X``.
 
     Attributes
     ----------
     model_ : KernelPCAModel or RandomFeaturePCAModel
-    landmarks_ : array or CSR (n_landmarks, n_features)
-        Y (absent for 'random_features').
-    dual_coef_ : ndarray (n_landmarks, n_components)
-        C, with ``transform(x) = C^T k(Y, x)`` when ``center=False``. (Not
-        scikit-learn's ``KernelPCA.dual_coef_``, the pre-image map, which is
-        ``inverse_dual_coef_`` here.)
+        The fitted model: what a model file keeps. Every other fitted array is
+        derived from it (:meth:`_derive_fitted_attributes`), apart from the ledger.
+    method_ : str
+        The method that ran: ``method``, or what was chosen for it (see
+        ``budget_plan_.reason``).
+    budget_plan_ : BudgetPlan
+        What was chosen and why (``reason``), when something was: with
+        ``max_words``, the chosen method, its forecast and every method's
+        largest setting within the budget (``pilot`` says what the pilot
+        showed); with ``method=None`` and no budget (dense data, a kernel with a
+        random feature map), the default's words as a budget and the pilot's
+        choice, or, with an explicit ``n_landmarks``, disKPCA at that |Y|
+        (``max_words`` there is the forecast's words). Absent when nothing was
+        chosen (an explicit ``method``).
     eigenvalues_ : ndarray (n_components,)
         Energy each component captures: the eigenvalues of the (centred) kernel
         matrix of the training data as the method estimates them (of the
         sample, for 'uniform_batch'; of the random features, for
+        'random_features'). For 'exact', scikit-learn's ``eigenvalues_``:
+        those of the centred n x n kernel matrix, with round-off of zero set to 0.
+    eigenvectors_ : ndarray (n_samples, n_components)
+        'exact' only (scikit-learn's): the eigenvectors of the centred kernel
+        matrix, one row per point of ``X_fit_``, unit norm; zero columns for
+        eigenvalue 0 (scikit-learn keeps an arbitrary null-space vector there,
+        which no score uses).
+    X_fit_ : ndarray, CSR or ndarray (n_samples, n_samples)
+        'exact' only (scikit-learn's): the training points (the kernel matrix for
+        ``kernel='precomputed'``). One worker (``n_workers=1``) keeps the rows in
+        the order of ``X``; with several workers, in the order of the workers'
+        partitions stacked.
+    gamma_ : float
+        scikit-learn's: the kernel scale used, ``gamma`` or ``1 / n_features_in_``.
+    dual_coef_ : ndarray (n_landmarks, n_features)
+        scikit-learn's: the coefficients of the pre-image map,
+        ``inverse_transform(Z) = k(Z, X_transformed_fit_) @ dual_coef_``
+        (``fit_inverse_transform=True``). Until issue 33 this name held the
+        projection coefficients, now ``landmark_coef_``.
+    X_transformed_fit_ : ndarray (n_landmarks, n_components)
+        The landmarks' scores, inputs of the pre-image map
+        (``fit_inverse_transform=True``); for 'exact', scikit-learn's: the
+        training points' scores.
+    landmarks_ : array or CSR (n_landmarks, n_features)
+        Y, the representative points (all the data for 'exact'; absent for
         'random_features').
+    landmark_coef_ : ndarray (n_landmarks, n_components)
+        C, the projection coefficients: ``transform(x) = C^T (k(Y, x) - m)``
+        (``m = model_.center``, the mean kernel row, when ``center=True``).
+        Absent for 'random_features'.
     explained_variance_ratio_ : ndarray (n_components,)
         ``eigenvalues_`` as shares of the total energy in feature space, the
         trace of the kernel matrix (centred when ``center=True``) over the same
@@ -291,14 +364,9 @@ default=None
         shares, by ``n ||mu - P_Y mu||^2 / trace`` (0 when Y spans the mean).
         'exact' and 'uniform_batch' use the trace of the kernel matrix they
         hold (all data, the sample); 'random_features' that of its features.
-    X_transformed_fit_ : ndarray (n_landmarks, n_components)
-        The landmarks' scores, inputs of the pre-image map
-        (``fit_inverse_transform=True``).
-    inverse_dual_coef_ : ndarray (n_landmarks, n_features)
-        The pre-image map: ``inverse_transform(Z) = k(Z, X_transformed_fit_) @
-        inverse_dual_coef_`` (``fit_inverse_transform=True``).
     communication_ : Ledger
-        Every message of the fit (phases 'setup' and 'fit').
+        Every message of the fit (phases 'setup' and 'fit'); empty for
+        ``kernel='precomputed'``, which sends nothing.
     lost_workers_ : list of int
         Workers (partition ids) lost during the fit and left out of it
         (``backend='flower'`` with ``client=FlowerCluster(..., lost="drop")``):
@@ -306,20 +374,54 @@ default=None
         by ``N / N_answered`` times their sum; each was announced by a
         :class:`~kernelscale.runtime.LostWorkerWarning` naming it and the round.
         Empty on the local and Dask backends.
-    method_ : str
-        The method that ran (``method``, or the budget's choice).
-    budget_plan_ : BudgetPlan
-        With ``max_words``: the chosen method, its forecast and every method's
-        largest setting within the budget; ``pilot`` and ``reason`` say what
-        the pilot showed. A fit with ``method=None`` and no budget that drew
-        the pilot keeps its plan too (``max_words`` there is the default's words).
     kernel_ : Kernel
+        The kernel with its parameters resolved (gamma, degree, coef0), as the
+        model evaluates it.
     n_features_in_ : int
+        Number of features seen in ``fit`` (n for ``kernel='precomputed'``).
+    feature_names_in_ : ndarray of str
+        Names of the features seen in ``fit``, when ``X`` had string column names.
+
+    See Also
+    --------
+    sklearn.decomposition.KernelPCA : Exact kernel PCA in one place; this
+        estimator with ``method='exact', n_workers=1``.
+    sklearn.kernel_approximation.Nystroem : Nystroem features; with ``PCA`` on
+        top, the one-place analogue of ``method='uniform_dislr'`` (``docs/sklearn.md``).
+    kernelscale.vertical.estimator.VerticalKernelPCA : Kernel PCA over features split
+        across parties.
+    kernelscale.streaming.StreamingKernelPCA : Kernel PCA of a stream.
+
+    Examples
+    --------
+    scikit-learn's ``KernelPCA``, exactly, with every word counted:
+
+    >>> import numpy as np
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.decomposition import KernelPCA
+    >>> from kernelscale import DistributedKernelPCA
+    >>> X = load_digits().data[:300]
+    >>> ours = DistributedKernelPCA(5, kernel="rbf", gamma=1e-3, method="exact",
+    ...                             n_workers=1).fit(X)
+    >>> theirs = KernelPCA(5, kernel="rbf", gamma=1e-3).fit(X)
+    >>> bool(np.allclose(np.abs(ours.transform(X)), np.abs(theirs.transform(X))))
+    True
+    >>> bool(np.allclose(ours.eigenvalues_, theirs.eigenvalues_))
+    True
+
+    disKPCA over 4 workers with 60 landmarks:
+
+    >>> est = DistributedKernelPCA(5, gamma=1e-3, n_workers=4, n_landmarks=60,
+    ...                            random_state=0).fit(X)
+    >>> est.method_, est.landmark_coef_.shape, est.transform(X).shape
+    ('diskpca', (60, 5), (300, 5))
+    >>> float(est.approximation_error(X)["ratio"]) < 1.1  # err / opt
+    True
     """
 
     _parameter_constraints: dict = {
-        "n_components": [POSITIVE_INT],
-        "kernel": [kernel_names(), callable],
+        "n_components": [POSITIVE_INT, None],
+        "kernel": [kernel_names(), StrOptions({"precomputed"}), callable],
         "gamma": [POSITIVE_REAL, None],
         "degree": [NON_NEGATIVE_INT, None],
         "coef0": [FINITE_REAL],
@@ -327,7 +429,7 @@ default=None
         "partition": [StrOptions(set(PARTITIONS))],
         "method": [StrOptions(set(METHODS)), None],
         "max_words": [POSITIVE_INT, None],
-        "n_landmarks": [POSITIVE_INT],
+        "n_landmarks": [POSITIVE_INT, None],
         "landmarks": ["array-like", "sparse matrix", None],
         "n_leverage": [POSITIVE_INT, None],
         "embedding_dim": [POSITIVE_INT],
@@ -343,16 +445,18 @@ default=None
         "verbose": ["verbose"],
         "random_state": RANDOM_STATE,
         "sampler": [StrOptions(set(SAMPLERS))],
+        **SKLEARN_PARAMETER_CONSTRAINTS,
     }
 
     def __init__(self, n_components=10, *, kernel="rbf", gamma=None, degree=None, coef0=1.0,
                  n_workers=5, partition="power_law", method=None, max_words=None,
-                 n_landmarks=400, landmarks=None, n_leverage=None, embedding_dim=50,
+                 n_landmarks=None, landmarks=None, n_leverage=None, embedding_dim=50,
                  row_sketch_dim=250, n_random_features=2000, embedding_dtype="float64",
                  messages="gram",
                  center=True, fit_inverse_transform=False, alpha=1.0, chunk_size=4096,
                  backend="local", client=None, retry_lost=False, timeout=None, n_jobs=None,
-                 verbose=0, random_state=None, sampler="ridge"):
+                 verbose=0, random_state=None, sampler="ridge", eigen_solver="auto", tol=0,
+                 max_iter=None, iterated_power="auto", remove_zero_eig=False, copy_X=True):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
@@ -382,6 +486,12 @@ default=None
         self.verbose = verbose
         self.random_state = random_state
         self.sampler = sampler
+        self.eigen_solver = eigen_solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.iterated_power = iterated_power
+        self.remove_zero_eig = remove_zero_eig
+        self.copy_X = copy_X
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -391,120 +501,160 @@ default=None
         ----------
         X : array or CSR (n_samples, n_features), a list of them (one per worker),
             a list of loaders (file paths or callables, loaded on the workers)
-            or a dask array (its row chunks are the partitions)
+            or a dask array (its row chunks are the partitions); for
+            ``kernel='precomputed'``, the n x n kernel matrix
         y : array, optional
             Labels, used only by ``partition='label'``.
+
+        Returns
+        -------
+        self : DistributedKernelPCA
+            The fitted estimator.
         """
         self._check_params()
         with verbosity(self.verbose):
             return self._fit(X, y)
 
+    def fit_transform(self, X, y=None, **params):
+        """Fit on ``X`` and return its scores.
+
+        For 'exact' on one matrix, the scores come from the eigenvectors
+        (``eigenvectors_ * sqrt(eigenvalues_)``, scikit-learn's), without a second
+        pass over the kernel; otherwise ``fit(X).transform(X)``.
+
+        Parameters
+        ----------
+        X : array or CSR (n_samples, n_features)
+            As for :meth:`fit` (one matrix: the scores are those of its rows).
+        y : array, optional
+            Labels, used only by ``partition='label'``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_components)
+        """
+        self.fit(X, y)
+        rows = getattr(self, "_fit_rows", None)
+        if self.method_ == "exact" and rows is not None and not self.lost_workers_:
+            scores = np.empty_like(self.eigenvectors_)
+            scores[rows] = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
+            return like_input(scores, X)
+        return self.transform(X)
+
     def _fit(self, X, y):
         start = time.perf_counter()
         rng = as_generator(self.random_state)
-        cluster, info = self._make_cluster(X, y, rng)
-        try:
-            self.kernel_ = self._make_kernel(self.n_features_in_)
-            plan = self._plan_budget(X, info, cluster) if self.max_words is not None else None
-            if plan is None and self._default_draws_pilot(info, cluster):
-                plan = self._default_plan(info)
-            self.method_ = plan.method if plan else (self.method or "diskpca")
-            desc = f"{type(self).__name__}({self.method_})"
-            with track_rounds(cluster, LOGGER, desc, self.verbose):
-                if plan is not None and self._draws_pilot(plan):
-                    self.model_, plan = piloted_fit(
-                        cluster, self.kernel_, plan, messages=self.messages,
-                        center=bool(self.center), chunk_size=self.chunk_size,
-                        n_leverage=self.n_leverage, random_state=rng,
-                        redraw=self.max_words is None)
-                    self.method_ = plan.method
-                else:
-                    self.model_ = self._run_method(cluster, rng, plan)
-        finally:
-            cluster.close()
-        self.communication_ = cluster.ledger
-        self.lost_workers_ = sorted(cluster.lost_workers)
+        self._fit_rows = None
+        if self.kernel == "precomputed":
+            self._fit_precomputed(X, rng)
+            cluster, info, plan = None, None, None
+        else:
+            cluster, info, self._fit_rows = self._make_cluster(X, y, rng)
+            try:
+                self.kernel_ = self._make_kernel(self.n_features_in_)
+                plan = choose_plan(self, X, info, cluster)
+                self.method_ = plan.method if plan else (self.method or "diskpca")
+                desc = f"{type(self).__name__}({self.method_})"
+                with track_rounds(cluster, LOGGER, desc, self.verbose):
+                    if draws_pilot(self, plan):
+                        self.model_, plan = piloted_fit(
+                            cluster, self.kernel_, plan, messages=self.messages,
+                            center=bool(self.center), chunk_size=self.chunk_size,
+                            n_leverage=self.n_leverage, random_state=rng,
+                            redraw=self.max_words is None)
+                        self.method_ = plan.method
+                    else:
+                        self.model_ = self._run_method(cluster, rng, info, plan)
+            finally:
+                cluster.close()
+            self.communication_ = cluster.ledger
+            self.lost_workers_ = sorted(cluster.lost_workers)
         self.__dict__.pop("budget_plan_", None)
         if plan is not None:
             self.budget_plan_ = plan
             if self.max_words is not None:
-                self._check_budget_kept()
-        self.eigenvalues_ = self.model_.eigenvalues
-        self.explained_variance_ratio_ = _energy_shares(self.eigenvalues_, self.model_.trace)
-        if hasattr(self.model_, "landmarks"):
-            self.landmarks_ = self.model_.landmarks
-            self.dual_coef_ = self.model_.coef
-        for name in ("X_transformed_fit_", "inverse_dual_coef_"):  # from an earlier fit
-            self.__dict__.pop(name, None)
-        if self.fit_inverse_transform:
-            self._fit_inverse_transform()
-        self._n_features_out = self.model_.n_components
+                check_budget_kept(self)
+        self._derive_fitted_attributes()
         choice = ""
-        if plan is not None and plan.pilot is not None:  # the pilot's choice and its reason
-            choice = (f"; after a pilot of {plan.pilot['n_pilot']} points, {plan.method} with "
-                      f"{plan.forecast.setting}: {plan.reason}")
+        if plan is not None and plan.reason:  # what was chosen and why
+            setting = (f"after a pilot of {plan.pilot['n_pilot']} points, "
+                       if plan.pilot is not None else "")
+            choice = f"; {setting}{plan.method} with {plan.forecast.setting}: {plan.reason}"
+        n_samples = info.n_samples if info is not None else self.X_fit_.shape[0]
+        n_workers = info.n_workers if info is not None else 1
         LOGGER.info("%s: %d samples over %d workers, %s fit words, %.2f s%s",
-                    f"{type(self).__name__}({self.method_})", info.n_samples, info.n_workers,
+                    f"{type(self).__name__}({self.method_})", n_samples, n_workers,
                     f"{self.communication_.total_words('fit'):,}", time.perf_counter() - start,
                     choice)
         return self
 
+    def _fit_precomputed(self, K, rng) -> None:
+        """``kernel='precomputed'``: the exact fit of the kernel matrix, at one place."""
+        K = validate_kernel_matrix(K, copy=self.copy_X)
+        self.n_features_in_ = K.shape[1]
+        self.model_ = fit_precomputed(K, self.n_components, bool(self.center),
+                                      eigensolver_options(self, rng), self.remove_zero_eig)
+        self.kernel_ = self.model_.kernel
+        self.method_ = "exact"
+        self.communication_ = Ledger()  # nothing is sent
+        self.lost_workers_ = []
+        self._fit_rows = np.arange(K.shape[0])
+
+    def _derive_fitted_attributes(self) -> None:
+        """Every fitted attribute that follows from ``model_`` (and the parameters).
+
+        ``eigenvalues_``, ``explained_variance_ratio_``, ``landmarks_``,
+        ``landmark_coef_``, ``gamma_`` and, for 'exact', ``X_fit_`` and
+        ``eigenvectors_``; with ``fit_inverse_transform``, the pre-image map
+        (``X_transformed_fit_``, ``dual_coef_``: computed at the master from the
+        model, no communication). A model file restores an estimator through
+        this method from ``model_``, ``n_features_in_`` and the parameters.
+        """
+        model = self.model_
+        self.kernel_ = model.kernel
+        if not hasattr(self, "method_"):  # a restored model: what ran is in its info
+            self.method_ = model.info.get("method")
+        self.gamma_ = 1.0 / self.n_features_in_ if self.gamma is None else self.gamma
+        self.eigenvalues_ = model.eigenvalues
+        self.explained_variance_ratio_ = _energy_shares(self.eigenvalues_, model.trace)
+        for name in ("landmarks_", "landmark_coef_", "X_fit_", "eigenvectors_",
+                     "X_transformed_fit_", "dual_coef_"):  # from an earlier fit
+            self.__dict__.pop(name, None)
+        if hasattr(model, "landmarks"):
+            self.landmarks_ = model.landmarks
+            self.landmark_coef_ = model.coef
+        if self.method_ == "exact":
+            self.X_fit_ = model.landmarks
+            # C = V Lambda^-1/2 on the non-zero eigenvalues (zero columns elsewhere)
+            self.eigenvectors_ = model.coef * np.sqrt(np.maximum(model.eigenvalues, 0.0))
+        if self.fit_inverse_transform:
+            self._fit_inverse_transform()
+        self._n_features_out = model.n_components
+
     def _check_params(self) -> None:
         """Errors between parameters, raised before any work starts (each parameter
         alone is checked by ``_parameter_constraints``)."""
-        method = self.method or "diskpca"
-        name = kernel_name(self.kernel)
-        uses_landmarks = self.landmarks is not None
-        if self.max_words is not None:
-            self._check_max_words(uses_landmarks)
-            if self.method is None:
-                method = "uniform_dislr"  # the plan needs no feature map from the kernel
-        if uses_landmarks and method not in LANDMARK_METHODS:
-            raise ValueError(
-                f"method={method!r} takes no landmarks; landmarks= works with the "
-                f"methods {_quoted(LANDMARK_METHODS)}."
-            )
-        needs_map = method in FEATURE_MAP_METHODS and not (
-            uses_landmarks and method == "diskpca")
-        if needs_map and name not in KERNELS:
-            kernel = "a callable kernel" if name == "callable" else f"kernel={self.kernel!r}"
-            raise ValueError(
-                f"method={method!r} needs a random feature map of the kernel, which "
-                f"{kernel} does not have (only {_quoted(KERNELS)} do). Use one of the "
-                f"methods that evaluate the kernel directly: {_quoted(DIRECT_KERNEL_METHODS)}."
-            )
-        if (name == "callable" and self.backend == "dask" and not is_importable(self.kernel)
-                and method not in ("uniform_batch", "exact")):
-            raise ValueError(
-                f"method={method!r} evaluates the kernel on the Dask workers, which "
-                "receive a callable kernel by its import path (module:qualname); this one "
-                "(a lambda, a local function or one of __main__) has none. Define it at "
-                "module level in a module the workers can import, use backend='local', or "
-                "method='uniform_batch' or 'exact' (the kernel runs at the master only)."
-            )
-        if self.fit_inverse_transform:
-            if method not in INVERSE_METHODS:
-                raise ValueError(
-                    f"fit_inverse_transform=True learns the pre-image map from the "
-                    f"landmarks and their scores; method={method!r} has no landmarks. "
-                    f"Use one of {_quoted(INVERSE_METHODS)}."
-                )
-            if name in ("chi2", "additive_chi2"):
-                raise ValueError(
-                    f"fit_inverse_transform=True evaluates the kernel on the scores, which "
-                    f"can be negative; the {name} kernel takes non-negative inputs only."
-                )
+        check_parameters(self)
 
-    def _run_method(self, cluster, rng, plan=None):
+    def _run_method(self, cluster, rng, info, plan=None):
         """The method's master function on the cluster (disLR/batch on Y with ``landmarks``)."""
-        common = {"n_components": self.n_components, "messages": self.messages,
+        n_components = self.n_components
+        if n_components is None:  # 'exact' only: every non-zero component
+            n_components = info.n_samples
+        common = {"n_components": n_components, "messages": self.messages,
                   "center": bool(self.center), "chunk_size": self.chunk_size,
                   "random_state": rng}
         if self.landmarks is not None:
             run = landmark_batch if self.method_ == "uniform_batch" else landmark_dislr
             return run(cluster, self.kernel_, self.landmarks, **common)
-        sizes = {"n_landmarks": self.n_landmarks, "n_random_features": self.n_random_features}
-        if plan is not None:  # the budget's sizes; no top-up draws beyond the forecast
+        if self.method_ == "exact":
+            return exact_kpca(cluster, self.kernel_, eigensolver=eigensolver_options(self, rng),
+                              remove_zero_eig=self.remove_zero_eig or self.n_components is None,
+                              **{**common, "n_components": self.n_components})
+        sizes = {"n_landmarks": landmark_count(self),
+                 "n_random_features": self.n_random_features}
+        if plan is not None and self.max_words is not None:
+            # the budget's sizes; no top-up draws beyond the forecast
             sizes = {"n_landmarks": max(plan.forecast.n_landmarks, 1),
                      "n_random_features": plan.forecast.n_random_features or
                      self.n_random_features, "redraw": False}
@@ -513,82 +663,27 @@ default=None
             embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
             embedding_dtype=self.embedding_dtype, sampler=self.sampler, **sizes, **common)
 
-    def _draws_pilot(self, plan) -> bool:
-        """Whether a budgeted fit draws a pilot: the forecast chose disKPCA (ridge) freely."""
-        return (self.method is None and plan.method == "diskpca" and self.sampler == "ridge")
-
-    def _default_draws_pilot(self, info, cluster) -> bool:
-        """Whether a fit with ``method=None`` and no budget applies the pilot rule.
-
-        At the words of the default (disKPCA, ridge sampler, ``n_landmarks``),
-        on dense data with at least ``n_landmarks`` rows and a kernel with a
-        random feature map; the fit is then the default's, or the method the
-        pilot shows at the same words.
-        """
-        return (self.method is None and self.landmarks is None and self.sampler == "ridge"
-                and kernel_name(self.kernel) in KERNELS and not info.is_sparse
-                and info.n_samples >= self.n_landmarks >= self.n_components
-                and min(info.n_rows) >= 1 and getattr(cluster, "secure_rounds", None) is None)
-
-    def _default_plan(self, info):
-        """The default's words as a budget: disKPCA (ridge) at ``n_landmarks`` within it."""
-        from kernelscale.horizontal.forecast import forecast_words
-
-        options = dict(kernel=self.kernel_, center=bool(self.center), messages=self.messages,
-                       n_leverage=self.n_leverage, chunk_size=self.chunk_size)
-        words = forecast_words("diskpca", info.n_rows, info.n_features, self.n_components,
-                               self.n_landmarks, **options).words
-        return plan_budget(words, info.n_rows, info.n_features, self.n_components,
-                           methods=["diskpca", "uniform_dislr", "uniform_batch"], **options)
-
-    def _check_max_words(self, uses_landmarks: bool) -> None:
-        if uses_landmarks:
-            raise ValueError("max_words chooses the landmarks within the budget; give "
-                             "either max_words or landmarks, not both.")
-
-    def _plan_budget(self, X, info, cluster):
-        """The budget's method and sizes, from the partition sizes (no word sent)."""
-        if getattr(cluster, "secure_rounds", None) is not None:
-            raise ValueError(
-                "max_words forecasts the protocol's messages, not SecAgg+'s own (keys, "
-                "shares, masked uploads); fit with secure_rounds=None, or without max_words.")
-        options = {}
-        if info.is_sparse:
-            options["max_row_nnz"] = _max_row_nnz(X)
-        if self.sampler == "paper":
-            options.update(sampler="paper", embedding_dim=self.embedding_dim,
-                           row_sketch_dim=self.row_sketch_dim,
-                           embedding_dtype=self.embedding_dtype)
-        plan = plan_budget(
-            int(self.max_words), info.n_rows, info.n_features, self.n_components,
-            kernel=self.kernel_, center=bool(self.center),
-            has_feature_map=kernel_name(self.kernel) in KERNELS,
-            methods=None if self.method is None else [self.method],
-            messages=self.messages, n_leverage=self.n_leverage, chunk_size=self.chunk_size,
-            **options)
-        LOGGER.info("max_words=%s: %s with %s (forecast %s words; %s)%s", f"{self.max_words:,}",
-                    plan.method, plan.forecast.setting, f"{plan.forecast.words:,}",
-                    plan.reason, "; its uniform pilot may change the method"
-                    if self._draws_pilot(plan) else "")
-        return plan
-
-    def _check_budget_kept(self) -> None:
-        words = self.communication_.total_words("fit")
-        if words > self.max_words:  # a forecast that missed a message: never silent
-            raise RuntimeError(
-                f"The fit sent {words:,} words, above max_words={self.max_words:,} (forecast "
-                f"{self.budget_plan_.forecast.words:,}); the word forecast missed a message. "
-                "Please report this with the ledger (communication_.summary()).")
-
     def _fit_inverse_transform(self) -> None:
         """The pre-image map from the landmarks and their scores (no communication)."""
         Y = self.model_.landmarks
         self.X_transformed_fit_ = self.model_.transform(Y, chunk_size=self.chunk_size)
-        self.inverse_dual_coef_ = fit_preimage(self.kernel_, self.X_transformed_fit_, Y,
-                                               self.alpha, self.chunk_size)
+        self.dual_coef_ = fit_preimage(self.kernel_, self.X_transformed_fit_, Y,
+                                       self.alpha, self.chunk_size)
 
     def transform(self, X):
-        """Project ``X`` on the components: shape (n_samples, n_components)."""
+        """Project ``X`` on the components.
+
+        Parameters
+        ----------
+        X : array or CSR (n_samples, n_features)
+            New points; for ``kernel='precomputed'``, their kernel values against
+            the training points, shape (n_samples, n_samples_fit).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_components)
+            The scores, in the input's float dtype (float32 stays float32).
+        """
         check_is_fitted(self)
         X = accept_device_input(X)
         if is_device_array(X):  # under array API dispatch: on X's device, X's namespace
@@ -602,11 +697,11 @@ default=None
         """Map scores back to input space with the learnt pre-image map.
 
         As scikit-learn's ``KernelPCA.inverse_transform``: ``k(X, S) @ B`` with
-        ``S`` the landmarks' scores and ``B`` the kernel ridge coefficients
-        (``fit_inverse_transform=True``). As in scikit-learn, the map regresses
-        the (uncentred) landmarks on their scores with the model's kernel and no
-        intercept: with the linear kernel it cannot reconstruct the data's mean
-        (use scikit-learn's ``PCA`` there).
+        ``S`` the landmarks' scores (``X_transformed_fit_``) and ``B`` the kernel
+        ridge coefficients (``dual_coef_``; ``fit_inverse_transform=True``). As
+        in scikit-learn, the map regresses the (uncentred) landmarks on their
+        scores with the model's kernel and no intercept: with the linear kernel
+        it cannot reconstruct the data's mean (use scikit-learn's ``PCA`` there).
 
         Parameters
         ----------
@@ -616,9 +711,10 @@ default=None
         Returns
         -------
         ndarray of shape (n_samples, n_features)
+            Points in input space.
         """
         check_is_fitted(self)
-        if not hasattr(self, "inverse_dual_coef_"):
+        if not hasattr(self, "dual_coef_"):
             raise NotFittedError(
                 "The fit_inverse_transform parameter was not set to True when fitting, "
                 "so the inverse transform is not available."
@@ -630,7 +726,7 @@ default=None
             raise ValueError(f"X has {Z.shape[1]} columns; inverse_transform takes the "
                              f"scores of the {k} components.")
         return like_input(apply_preimage(self.kernel_, self.X_transformed_fit_,
-                                         self.inverse_dual_coef_, Z, self.chunk_size), Z)
+                                         self.dual_coef_, Z, self.chunk_size), Z)
 
     def approximation_error(self, X, reference: bool | None = None) -> dict:
         """Low-rank approximation error of the fit on ``X``, through the runtime.
@@ -647,8 +743,27 @@ default=None
         (default when n <= 20,000) the exact optimum is computed too, with
         ``opt``, ``ratio`` (err / opt, NaN when opt <= 0) and ``excess_ratio``
         ((err - opt) / (trace - opt)).
+
+        Parameters
+        ----------
+        X : array or CSR (n_samples, n_features), or a list of them
+            The points to evaluate on (the training data, or held-out points).
+        reference : bool, optional
+            Also compute the exact optimum (default: when n <= 20,000).
+
+        Returns
+        -------
+        dict
+            ``error`` (the squared feature-space residual summed over ``X``),
+            ``trace`` (the total energy, centred when ``center=True``) and, with
+            ``reference``, ``opt``, ``ratio`` and ``excess_ratio``.
         """
         check_is_fitted(self)
+        if self.kernel == "precomputed":
+            raise ValueError("approximation_error needs k(a, a) and the kernel between the "
+                             "points of X, which kernel='precomputed' does not have: compute "
+                             "it from the eigenvalues (their sum against the trace of the "
+                             "centred kernel matrix) or fit with the kernel itself.")
         parts = list(X) if is_partition_list(X) else [X]
         check_real(parts)
         parts = [check_array(to_host(p), accept_sparse="csr") for p in parts]  # on the host
@@ -690,21 +805,27 @@ default=None
                 warnings.warn(f"n_workers={n_workers} exceeds the {n_samples} samples; "
                               f"using {n_samples} workers.", stacklevel=5)
                 n_workers = n_samples
+            if n_workers == 1 and self.method == "exact":  # X_fit_ in the order of X
+                return [np.arange(n_samples)]
             return make_partition(n_samples, n_workers, self.partition, labels=y,
                                   random_state=rng)
 
         X = accept_device_input(X)  # array API input: kept on its device under dispatch
         check_real(X)
-        return estimator_cluster(self, X, split_rows, min_samples=MIN_FIT_ROWS,
-                                 device_arrays=True)[:2]
+        cluster, info, rows = estimator_cluster(self, X, split_rows, min_samples=MIN_FIT_ROWS,
+                                                device_arrays=True)
+        return cluster, info, None if rows is None else np.concatenate(rows)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
+        # A precomputed kernel matrix is pairwise: cross-validation splits its rows and
+        # columns alike (scikit-learn's KernelPCA's tag).
+        tags.input_tags.pairwise = self.kernel == "precomputed"
         # CSR input, except for the kernels that need dense rows (Laplacian, chi2).
         try:
             name = kernel_name(self.kernel)
-        except ValueError:  # an unknown kernel: fit says so
-            name = "rbf"
+        except ValueError:  # an unknown kernel, or 'precomputed' (a dense matrix)
+            name = "laplacian" if self.kernel == "precomputed" else "rbf"
         tags.input_tags.sparse = Kernel(name=name).accepts_sparse
         return preserved_dtypes(tags)
 
