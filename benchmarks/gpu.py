@@ -160,7 +160,7 @@ def one_run(library, X_host, n_landmarks, dtype, args):
             "fit_over_floor": gpu_seconds / floor, "cpu_over_device": cpu_seconds / gpu_seconds,
             "ledger_equal": gpu.communication_ == cpu.communication_,
             "fit_words": gpu.communication_.total_words("fit"),
-            "max_coef_diff": float(np.abs(gpu.dual_coef_ - cpu.dual_coef_).max())}
+            "max_coef_diff": float(np.abs(gpu.landmark_coef_ - cpu.landmark_coef_).max())}
 
 
 def summary(rows, library, quick):

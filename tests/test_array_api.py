@@ -91,8 +91,8 @@ def test_fit_on_device_equals_numpy_fit(dispatch, params, seed):
     host, device = fit_both(X, on_device(X), **params)
     assert device.communication_ == host.communication_  # every message, words and bytes
     assert device.communication_.total_words("fit") == host.communication_.total_words("fit")
-    assert isinstance(device.dual_coef_, np.ndarray)  # the model lives on the host
-    np.testing.assert_allclose(device.dual_coef_, host.dual_coef_, rtol=0, atol=1e-12)
+    assert isinstance(device.landmark_coef_, np.ndarray)  # the model lives on the host
+    np.testing.assert_allclose(device.landmark_coef_, host.landmark_coef_, rtol=0, atol=1e-12)
     np.testing.assert_allclose(device.eigenvalues_, host.eigenvalues_, rtol=1e-12)
     Z = device.transform(on_device(X[:50]))
     assert Z.device == DEVICE and Z.dtype == xp.float64
@@ -104,8 +104,8 @@ def test_float32_partitions_stay_float32(dispatch, method):
     X = data(4, dtype=np.float32)
     host, device = fit_both(X, on_device(X), method=method)
     assert device.communication_ == host.communication_
-    np.testing.assert_allclose(device.dual_coef_, host.dual_coef_, rtol=0,
-                               atol=1e-4 * np.abs(host.dual_coef_).max())
+    np.testing.assert_allclose(device.landmark_coef_, host.landmark_coef_, rtol=0,
+                               atol=1e-4 * np.abs(host.landmark_coef_).max())
     Z = device.transform(on_device(X[:30]))
     assert Z.dtype == xp.float32
     np.testing.assert_allclose(to_host(Z), host.transform(X[:30]), rtol=0, atol=1e-4)
@@ -119,7 +119,7 @@ def test_partition_lists_and_given_landmarks(dispatch):
                    {"method": "uniform_batch", "landmarks": landmarks}):
         host, device = fit_both(parts, [on_device(p) for p in parts], **params)
         assert device.communication_ == host.communication_
-        np.testing.assert_allclose(device.dual_coef_, host.dual_coef_, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(device.landmark_coef_, host.landmark_coef_, rtol=0, atol=1e-12)
 
 
 def test_device_array_without_dispatch_is_refused():
@@ -137,7 +137,7 @@ def test_host_array_api_input_without_dispatch_is_converted():
     host = DistributedKernelPCA(**options).fit(X)
     converted = DistributedKernelPCA(**options).fit(xp.asarray(X))  # array-api-strict's CPU
     assert converted.communication_ == host.communication_
-    np.testing.assert_array_equal(converted.dual_coef_, host.dual_coef_)
+    np.testing.assert_array_equal(converted.landmark_coef_, host.landmark_coef_)
     assert isinstance(converted.transform(xp.asarray(X[:5])), np.ndarray)
 
 

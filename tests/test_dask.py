@@ -399,4 +399,4 @@ def test_device_partitions_on_dask_workers(client, monkeypatch):
         on_dask = DistributedKernelPCA(backend="dask", client=client, **options).fit(
             [xp.asarray(p, device=xp.Device("device1")) for p in parts])
     assert on_dask.communication_ == host.communication_
-    np.testing.assert_allclose(on_dask.dual_coef_, host.dual_coef_, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(on_dask.landmark_coef_, host.landmark_coef_, rtol=0, atol=1e-12)
