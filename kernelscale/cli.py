@@ -19,7 +19,6 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 import scipy.sparse as sp
 
 from kernelscale import __version__
@@ -31,7 +30,7 @@ from kernelscale.cli_common import (
     add_force_arg,
     add_header_arg,
     check_model_out,
-    check_not_an_input,
+    check_output,
     flag_names,
     load_options,
     positive_float,
@@ -154,7 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help=f"points to project, with the model's features: {DATA_HELP}")
     add_header_arg(transform)
     transform.add_argument("--out", required=True,
-                           help="where to write the scores, one row per point (.npy or .csv)")
+                           help="where to write the scores, one row per point (.npy or .csv); "
+                           "written whole or not at all")
+    add_force_arg(transform)
     transform.set_defaults(func=run_transform, flag_names=flag_names(transform))
 
     for module in SUBCOMMAND_MODULES:
@@ -241,25 +242,9 @@ def _load(path, header=None):
     return load(path, **options)
 
 
-def _check_out(path) -> Path:
-    """Fail before the work, not after it, when ``path`` cannot be written."""
-    out = Path(path)
-    parent = out.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if parent.exists() and not parent.is_dir():
-        raise UsageError(f"cannot write {path}: {parent} is not a directory")
-    if not out.parent.is_dir():
-        raise UsageError(f"cannot write {path}: no directory {out.parent}")
-    if out.is_dir():
-        raise UsageError(f"cannot write {path}: it is a directory")
-    return out
-
-
 def run_fit(args) -> int:
     from kernelscale.model import save_model
 
-    _check_out(args.out)
     check_model_out(args.out, [args.data], args.force)
     X = _load(args.data, args.header)
     if X.shape[0] == 0:
@@ -303,12 +288,11 @@ def _costlier_than_the_data(words: int, X) -> str | None:
 
 
 def run_transform(args) -> int:
+    from kernelscale.files import write_csv_atomically, write_npy_atomically
     from kernelscale.model import load_model
 
-    out = _check_out(args.out)
-    if out.suffix not in (".npy", ".csv"):
-        raise UsageError(f"--out must end in .npy or .csv, got {out.name}")
-    check_not_an_input(out, [args.data, args.model])
+    out = check_output(args.out, [args.data, args.model], args.force,
+                       suffixes=(".npy", ".csv"))
     model = load_model(args.model)
     X = _load(args.data, args.header)
     n_in = (getattr(model, "n_features_in", None) or getattr(model, "n_features_in_", None)
@@ -316,10 +300,7 @@ def run_transform(args) -> int:
     if X.shape[1] != n_in:
         raise UsageError(f"{args.data} has {X.shape[1]} features; the model expects {n_in}.")
     Z = model.transform(X)
-    if out.suffix == ".npy":
-        np.save(out, Z)
-    else:
-        np.savetxt(out, Z, delimiter=",")
+    (write_npy_atomically if out.suffix == ".npy" else write_csv_atomically)(out, Z)
     print(f"wrote {Z.shape[0]} x {Z.shape[1]} to {out}")
     return 0
 

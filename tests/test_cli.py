@@ -282,7 +282,7 @@ def data_argv(command, data, tmp_path, model=None) -> list[str]:
                 "--n-components", "2", "--workers", "2", "--landmarks", "10", "--gamma", "0.1"]
     if command == "transform":
         return ["transform", "--model", str(model), "--data", str(data),
-                "--out", str(tmp_path / "Z.npy")]
+                "--out", str(tmp_path / "Z.npy"), "--force"]
     if command == "stream":
         return ["stream", "--data", str(data), "--out", str(tmp_path / "s.npz"), "--quiet",
                 "--n-components", "2", "--n-random-features", "20", "--sketch-size", "6",
