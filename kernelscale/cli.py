@@ -32,6 +32,7 @@ from kernelscale.cli_common import (
     check_model_out,
     check_output,
     flag_names,
+    in_flags,
     load_options,
     positive_float,
     positive_int,
@@ -307,8 +308,14 @@ def run_transform(args) -> int:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None,
                   flags=None) -> None:
-    """``warnings.showwarning`` for the CLI: one line, no source line, flags named."""
-    print_warning(message, flags)
+    """``warnings.showwarning`` for the CLI: one line, no source line, flags named; what
+    the loaders guessed about a header is a note, not a warning."""
+    from kernelscale.datasets.loaders import HeaderGuessWarning
+
+    if issubclass(category, HeaderGuessWarning):
+        print_note(in_flags(message, flags))
+    else:
+        print_warning(message, flags)
 
 
 def main(argv=None) -> int:

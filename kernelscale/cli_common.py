@@ -180,7 +180,9 @@ def add_header_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
                    help="CSV/text input: the first row is a header (--header) or data "
                    "(--no-header); default: a header when all its fields are non-numeric, "
-                   "an error when it mixes numbers and text")
+                   "or when they are the column numbers 0,1,...,d-1 (or 1,...,d: pandas' "
+                   "to_csv header) above a different row (a note says so); data when all "
+                   "are numbers; an error when it mixes numbers and text")
 
 
 def load_options(paths: list, header: bool | None) -> list[dict]:
