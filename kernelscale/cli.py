@@ -29,6 +29,7 @@ from kernelscale.cli_common import (
     UsageError,
     add_force_arg,
     add_header_arg,
+    check_degree,
     check_model_out,
     check_output,
     flag_names,
@@ -202,6 +203,7 @@ def run_demo(args) -> int:
     from kernelscale.metrics.lowrank import exact_kpca_reference, excess_energy_ratio
     from kernelscale.progress import progress_bar
 
+    check_degree(args.kernel, args.degree)
     X, _ = load_digits_standardized()
     print(f"digits: {X.shape[0]} points x {X.shape[1]} features (standardised), "
           f"{args.workers} {args.partition.replace('_', '-')} workers, kernel={args.kernel}, "
@@ -245,11 +247,14 @@ def _load(path, header=None):
 
 def run_fit(args) -> int:
     from kernelscale.model import save_model
+    from kernelscale.runtime.validation import check_magnitude
 
+    check_degree(args.kernel, args.degree)
     check_model_out(args.out, [args.data], args.force)
     X = _load(args.data, args.header)
     if X.shape[0] == 0:
         raise UsageError(f"{args.data} holds no rows")
+    check_magnitude([X], names=[args.data])  # before the bandwidth heuristic's distances
     # verbose=1: a progress bar over the protocol's rounds on stderr (none with --quiet).
     est = _make_estimator(args, X, args.method, verbose=0 if args.quiet else 1)
     start = time.perf_counter()

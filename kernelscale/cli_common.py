@@ -167,6 +167,19 @@ def positive_float(text: str) -> float:
     return value
 
 
+def check_degree(kernel: str, degree: int | None) -> None:
+    """One message for every bad ``--degree`` of a kernel, before any work: a positive
+    integer for ``poly``, the order 0, 1 or 2 for ``arccos``."""
+    if degree is None:
+        return
+    if kernel == "poly" and degree < 1:
+        raise UsageError(f"--degree must be a positive integer for --kernel poly (the "
+                         f"polynomial's degree), got {degree}")
+    if kernel == "arccos" and degree not in (0, 1, 2):
+        raise UsageError(f"--degree is the arc-cosine order for --kernel arccos: 0, 1 or 2, "
+                         f"got {degree}")
+
+
 #: The data files every subcommand reads (kernelscale.datasets.load).
 DATA_HELP = (".npy (memory-mapped), .csv/.txt (plain or .gz), LIBSVM (.svm, .libsvm, "
              ".svmlight) or Parquet (.parquet) file")

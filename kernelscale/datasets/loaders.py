@@ -532,13 +532,35 @@ def _parse_svm(
     return X, y
 
 
+#: The largest feature index scikit-learn's LIBSVM reader takes (its indices are int32).
+_SVM_MAX_INDEX = 2**31 - 1
+
+
+def _index_overflow(line: bytes) -> str | None:
+    """Why ``line``'s feature index overflowed the reader: beyond int64, or beyond the
+    reader's 32-bit indices (which int64 holds); None when no index is out of range."""
+    indices = []
+    for token in line.split()[1:]:
+        head = token.split(b":", 1)[0]
+        if head.isdigit():
+            indices.append(int(head))
+    largest = max(indices, default=0)
+    if largest > 2**63 - 1:
+        return "a feature index beyond the int64 range"
+    if largest > _SVM_MAX_INDEX:
+        return (f"feature index {largest} is above {_SVM_MAX_INDEX:,}, the largest index "
+                "scikit-learn's LIBSVM reader takes (32-bit column indices); renumber the "
+                "features into fewer columns (e.g. hash them) first")
+    return None
+
+
 def _svm_block(
     p: Path, lines: list[bytes], first: int, n_features: int | None, zero_based: bool | str
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     try:
         return _parse_svm(b"".join(lines), n_features, zero_based)
     except (ValueError, OverflowError) as exc:
-        # OverflowError: scikit-learn's parser meets an index beyond int64.
+        # OverflowError: scikit-learn's parser meets an index beyond its 32-bit range.
         why = "a feature index beyond the int64 range" if isinstance(exc, OverflowError) \
             else str(exc)
 
@@ -552,6 +574,8 @@ def _svm_block(
         i = _first_bad_line(lines, parses)
         if i is None:
             raise ValueError(f"{p}: {why}") from exc
+        if isinstance(exc, OverflowError) or "too large" in str(exc):
+            why = _index_overflow(lines[i]) or why
         line = lines[i].decode("utf-8", "replace").rstrip()
         if len(line) > 80:
             line = line[:77] + "..."

@@ -25,6 +25,7 @@ from kernelscale.cli_common import (
     UsageError,
     add_force_arg,
     add_header_arg,
+    check_degree,
     check_output,
     flag_names,
     load_options,
@@ -109,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     from kernelscale.vertical.estimator import VerticalKernelPCA
 
     try:
+        check_degree(args.kernel, args.degree)
         if args.out:
             check_output(args.out, args.data, args.force, suffixes=(".npy",))
         options = load_options(args.data, args.header)
