@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "and phase) on stderr")
     fit.add_argument("--max-words", type=positive_int,
                      help="a word budget for the fit: the method (unless --method) and |Y| "
-                     "that the word forecast and the pilot pick within it (not with "
+                     "that the word forecast and the pilot pick within it (so not with "
                      "--landmarks); 'kernelscale plan' shows the forecast")
     _add_kernel_args(fit)
     _add_fit_args(fit)
@@ -321,6 +321,9 @@ def run_fit(args) -> int:
     from kernelscale.runtime.validation import check_magnitude
 
     check_degree(args.kernel, args.degree)
+    if args.max_words is not None and args.landmarks is not None:
+        raise UsageError("--max-words chooses |Y| within the budget and --landmarks sets it "
+                         "exactly; give one of them, not both")
     check_model_out(args.out, [args.data], args.force)
     X = _load(args.data, args.header)
     if X.shape[0] == 0:
@@ -341,17 +344,16 @@ def run_fit(args) -> int:
     budget = "" if args.max_words is None else f" (at most {args.max_words:,})"
     print(f"fitted {est.method_} on {X.shape[0]} x {X.shape[1]} in {seconds:.2f} s; "
           f"{words:,} words{budget}; model written to {args.out}")
-    print(_why_this_method(args, est))
+    if args.method is None:
+        print(_why_this_method(args, est))
     return 0
 
 
 def _why_this_method(args, est) -> str:
-    """One line: the method the fit ran and why (the flag, the budget, or the pilot rule)."""
+    """One line: the method the fit chose and why (the budget, or the pilot rule)."""
     plan = getattr(est, "budget_plan_", None)
-    if args.method is not None:
-        return f"method: {est.method_} (--method)"
     if plan is None:
-        size = f" with |Y| = {len(est.landmarks_)}" if hasattr(est, "landmarks_") else ""
+        size = f" with |Y| = {est.landmarks_.shape[0]}" if hasattr(est, "landmarks_") else ""
         return (f"method: {est.method_}{size}, the default; the pilot rule did not apply (it "
                 "needs dense data with at least |Y| rows and --sampler ridge)")
     chooser = (f"the forecast within --max-words {args.max_words:,}"

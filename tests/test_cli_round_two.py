@@ -350,6 +350,8 @@ def test_fit_passes_landmarks_only_when_given(data, tmp_path, monkeypatch, capsy
     assert main(argv) == 0
     assert main([*argv, "--landmarks", "12"]) == 0
     assert given == ["omitted", 12]
+    line = one_error_line([*argv, "--landmarks", "12", "--max-words", "100000"], capsys)
+    assert "not both" in line
 
 
 def test_fit_prints_the_chosen_method_and_why(tmp_path, capsys):
