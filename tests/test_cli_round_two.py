@@ -136,7 +136,8 @@ def test_an_unwritable_directory_is_refused_before_the_work(command, data, model
 
 
 @pytest.mark.parametrize("command", ["transform", "transform-npy", "vertical"])
-def test_scores_are_written_whole_or_not_at_all(command, data, model, tmp_path, monkeypatch):
+def test_scores_are_written_whole_or_not_at_all(command, data, model, tmp_path, monkeypatch,
+                                                capsys):
     """A write that breaks off half-way keeps the file that was there, and no temporary."""
     argv = writers(data, model, tmp_path / "scores", ["--force"])[command]
     out = tmp_path / out_of(argv)
@@ -150,6 +151,7 @@ def test_scores_are_written_whole_or_not_at_all(command, data, model, tmp_path, 
     monkeypatch.setattr(np, "save", half_then_full_disk)
     monkeypatch.setattr(np, "savetxt", half_then_full_disk)
     assert main(argv) == 2
+    assert "No space left on device" in capsys.readouterr().err
     assert out.read_text() == "the old scores\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == names
 
@@ -350,6 +352,7 @@ def test_fit_passes_landmarks_only_when_given(data, tmp_path, monkeypatch, capsy
     assert main(argv) == 0
     assert main([*argv, "--landmarks", "12"]) == 0
     assert given == ["omitted", 12]
+    capsys.readouterr()
     line = one_error_line([*argv, "--landmarks", "12", "--max-words", "100000"], capsys)
     assert "not both" in line
 
