@@ -82,10 +82,11 @@ def magnitude_problem(largest: float, top_sq_norm: float) -> str | None:
     if not np.isfinite(largest) or largest == 0.0:
         return None  # NaN/inf and all-zero data have their own messages
     if not 4.0 * top_sq_norm <= LARGEST:
+        reach = ("exceeds float64's largest number" if not np.isfinite(top_sq_norm)
+                 else f"reaches {top_sq_norm:.3g}, and 4 ||x||^2 exceeds float64's largest")
         return (f"values up to {largest:.3g} in absolute value overflow the squared distances "
-                f"and inner products a kernel needs (||x||^2 reaches {top_sq_norm:.3g}; the "
-                f"largest float64 is {LARGEST:.3g}); scale the data first, e.g. standardise "
-                f"each column or divide by {largest:.3g}")
+                f"and inner products a kernel needs (||x||^2 {reach}, {LARGEST:.3g}); scale "
+                f"the data first, e.g. standardise each column or divide by {largest:.3g}")
     if top_sq_norm < SMALLEST:
         return (f"values are all tiny (at most {largest:.3g} in absolute value): their squared "
                 "distances and inner products underflow to 0 or lose their precision (below "
