@@ -356,11 +356,12 @@ def _why_this_method(args, est) -> str:
         size = f" with |Y| = {est.landmarks_.shape[0]}" if hasattr(est, "landmarks_") else ""
         return (f"method: {est.method_}{size}, the default; the pilot rule did not apply (it "
                 "needs dense data with at least |Y| rows and --sampler ridge)")
-    chooser = (f"the forecast within --max-words {args.max_words:,}"
-               if args.max_words is not None else "the pilot rule at the default's words")
+    budget = args.max_words is not None
+    chooser = (f"the forecast within --max-words {args.max_words:,}" if budget
+               else "the pilot rule at the default's words")
     pilot = f" after a pilot of {plan.pilot['n_pilot']} points" if plan.pilot else ""
-    return (f"method: {plan.method} with {plan.forecast.setting}, chosen by {chooser}{pilot}: "
-            f"{plan.reason}")
+    return (f"{'budget' if budget else 'method'}: {plan.method} with {plan.forecast.setting}, "
+            f"chosen by {chooser}{pilot}: {plan.reason}")
 
 
 def _costlier_than_the_data(words: int, X) -> str | None:
