@@ -79,6 +79,14 @@ def test_demo_smoke(capsys):
     assert abs(float(excess)) < 1e-4 and abs(float(ratio) - 1) < 1e-4
     for name, cols in rows.items():
         assert int(cols[-3].replace(",", "")) > 0, name  # fit words
+    # Issue 34: each column explained in one line, what to look at, a verdict, why exact
+    # uploads fewer words on small data, and no -0.00000.
+    assert "-0.0" not in out
+    for column in ("excess ratio", "err/opt", "fit words", "upload", "seconds"):
+        assert sum(line.lstrip().startswith(column) for line in out.splitlines()) == 1, column
+    assert "look at" in out.lower() and "verdict" in out.lower()
+    assert "Exact KPCA uploads every point once, 1,797 x 64 = 115,008 words" in out
+    assert "small data" in out
 
 
 @pytest.mark.parametrize("suffix", [".npy", ".csv", ".svm"])

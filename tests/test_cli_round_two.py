@@ -369,16 +369,6 @@ def test_fit_prints_the_chosen_method_and_why(tmp_path, capsys):
     assert "fitted uniform_batch" in out and "pilot" in out and "spread" in out, out
 
 
-def test_demo_explains_its_columns_and_gives_a_verdict(capsys):
-    assert main(["demo", "--landmarks", "50", "--workers", "3", "--quiet"]) == 0
-    out = capsys.readouterr().out
-    assert "-0.0" not in out
-    for column in ("excess ratio", "err/opt", "fit words", "upload", "seconds"):
-        assert sum(line.lstrip().startswith(column) for line in out.splitlines()) == 1, column
-    assert "look at" in out.lower() and "verdict" in out.lower()
-    assert "exact" in out and "1,797" in out and "small" in out
-
-
 class _Terminal:
     """stderr as an interactive terminal (tqdm asks ``isatty``)."""
 
