@@ -19,7 +19,6 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 import scipy.sparse as sp
 
 from kernelscale import __version__
@@ -30,9 +29,11 @@ from kernelscale.cli_common import (
     UsageError,
     add_force_arg,
     add_header_arg,
+    check_degree,
     check_model_out,
-    check_not_an_input,
+    check_output,
     flag_names,
+    in_flags,
     load_options,
     positive_float,
     positive_int,
@@ -79,7 +80,8 @@ def _add_kernel_args(p: argparse.ArgumentParser) -> None:
                    help="poly: c in (gamma <x, y> + c)^degree (default 1)")
 
 
-def _add_fit_args(p: argparse.ArgumentParser) -> None:
+def _add_fit_args(p: argparse.ArgumentParser, landmarks_help: str | None = None,
+                  landmarks_default: int | None = None) -> None:
     p.add_argument("--n-components", type=positive_int, default=10,
                    help="k, the number of principal components (default 10)")
     p.add_argument("--workers", type=positive_int, default=5,
@@ -87,8 +89,10 @@ def _add_fit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partition", default="power_law", choices=["power_law", "uniform"],
                    help="how the rows are split: power-law sizes (the papers') or even "
                    "(default power_law)")
-    p.add_argument("--landmarks", type=positive_int, default=400,
-                   help="|Y|, the landmark budget (default 400)")
+    p.add_argument("--landmarks", type=positive_int, default=landmarks_default,
+                   help=landmarks_help or "|Y|, the number of landmarks, honoured exactly "
+                   "(default: chosen with the method, see --method: the words of 400 "
+                   "landmarks, or what --max-words buys)")
     p.add_argument("--messages", default="gram", choices=["gram", "sketch"],
                    help="disKPCA's messages: exact Gram matrices or the paper's sketches "
                    "(default gram)")
@@ -120,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="disKPCA and its baselines on the bundled digits data")
     _add_kernel_args(demo)
-    _add_fit_args(demo)
+    _add_fit_args(demo, "|Y|, the landmarks of every landmark method compared (default 400)",
+                  landmarks_default=400)
     demo.set_defaults(func=run_demo, flag_names=flag_names(demo, FIT_RENAMES))
 
     fit = sub.add_parser("fit", help="fit a distributed kernel PCA on a data file")
@@ -132,16 +137,21 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--method", default=None,
                      choices=["diskpca", "uniform_dislr", "uniform_batch", "exact",
                               "random_features"],
-                     help="disKPCA (default; with --max-words the forecast's choice) or a "
-                     "baseline: a uniform sample then disLR or batch KPCA, every point to "
-                     "the master, random-features PCA")
+                     help="the protocol: disKPCA, a uniform sample then disLR or batch "
+                     "KPCA, every point to the master (exact), or random-features PCA. "
+                     "Default: chosen by the pilot rule -- disKPCA (ridge sampler) at the "
+                     "words of 400 landmarks, unless its uniform pilot shows the kernel's "
+                     "energy spread, then uniform + batch KPCA or uniform + disLR at those "
+                     "words (dense data with at least 400 rows; otherwise disKPCA); with "
+                     "--max-words, the method and |Y| that budget buys. The chosen method "
+                     "and the reason are printed")
     fit.add_argument("--verbose", action="store_true",
                      help="also print the communication ledger (every round's words, by kind "
                      "and phase) on stderr")
     fit.add_argument("--max-words", type=positive_int,
                      help="a word budget for the fit: the method (unless --method) and |Y| "
-                     "(--landmarks is then ignored) that the word forecast picks within it; "
-                     "'kernelscale plan' shows the forecast")
+                     "that the word forecast and the pilot pick within it (so not with "
+                     "--landmarks); 'kernelscale plan' shows the forecast")
     _add_kernel_args(fit)
     _add_fit_args(fit)
     fit.set_defaults(func=run_fit, flag_names=flag_names(fit, FIT_RENAMES))
@@ -154,7 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help=f"points to project, with the model's features: {DATA_HELP}")
     add_header_arg(transform)
     transform.add_argument("--out", required=True,
-                           help="where to write the scores, one row per point (.npy or .csv)")
+                           help="where to write the scores, one row per point (.npy or .csv); "
+                           "written whole or not at all")
+    add_force_arg(transform)
     transform.set_defaults(func=run_transform, flag_names=flag_names(transform))
 
     for module in SUBCOMMAND_MODULES:
@@ -185,10 +197,12 @@ def _make_estimator(args, X, method="diskpca", messages=None, verbose=0):
     from kernelscale import DistributedKernelPCA
 
     gamma = _gamma(args, X)
+    # --landmarks only when given: the estimator's own default chooses |Y| otherwise.
+    landmarks = {} if args.landmarks is None else {"n_landmarks": args.landmarks}
     return DistributedKernelPCA(
         n_components=args.n_components, kernel=args.kernel, gamma=gamma, degree=args.degree,
         coef0=args.coef0, n_workers=args.workers, partition=args.partition, method=method,
-        n_landmarks=args.landmarks, messages=messages or args.messages, center=args.center,
+        **landmarks, messages=messages or args.messages, center=args.center,
         embedding_dtype=args.embedding_dtype, sampler=args.sampler,
         max_words=getattr(args, "max_words", None),
         random_state=args.seed, backend="local" if args.client is None else "dask",
@@ -200,6 +214,7 @@ def run_demo(args) -> int:
     from kernelscale.metrics.lowrank import exact_kpca_reference, excess_energy_ratio
     from kernelscale.progress import progress_bar
 
+    check_degree(args.kernel, args.degree)
     X, _ = load_digits_standardized()
     print(f"digits: {X.shape[0]} points x {X.shape[1]} features (standardised), "
           f"{args.workers} {args.partition.replace('_', '-')} workers, kernel={args.kernel}, "
@@ -225,11 +240,71 @@ def run_demo(args) -> int:
     print(f"{'method':<18} {'excess ratio':>12} {'err/opt':>9} {'fit words':>12} "
           f"{'upload':>12} {'seconds':>8}")
     for name, excess, ratio, words, up, seconds in rows:
-        print(f"{name:<18} {excess:>12.5f} {ratio:>9.5f} {words:>12,} {up:>12,} {seconds:>8.2f}")
-    print("excess ratio = (err - opt) / (trace - opt): 0 is the exact rank-k optimum.\n"
-          "* random_features finds a subspace of its own random-feature space; its error is\n"
-          "  measured there (sum ||z(a)||^2 - captured), so it can fall below the kernel optimum.")
+        print(f"{name:<18} {_shown(excess):>12.5f} {_shown(ratio):>9.5f} {words:>12,} "
+              f"{up:>12,} {seconds:>8.2f}")
+    print()
+    for line in _demo_explanation(rows, X.shape, args.n_components):
+        print(line)
     return 0
+
+
+#: What each column of the demo's table is, one line each.
+DEMO_COLUMNS = (
+    ("excess ratio", "(err - opt) / (trace - opt): the share of the best rank-k subspace's "
+     "captured energy that the method misses; 0 is the exact optimum"),
+    ("err/opt", "the method's reconstruction error over the exact optimum's; 1 is optimal, and "
+     "it stays near 1 even for a poor method, because opt itself is large"),
+    ("fit words", "every number sent during the fit, both directions (the ledger's count)"),
+    ("upload", "the words of those sent from the workers to the master (what federated "
+     "settings count)"),
+    ("seconds", "the fit's wall-clock time on this machine (shared machines are noisy)"),
+)
+#: Excess ratios the verdict calls near-exact and good.
+NEAR_EXACT, GOOD = 0.01, 0.05
+
+
+def _shown(value: float) -> float:
+    """``value`` for a table of 5 decimals: rounding noise around 0 prints as 0.00000."""
+    return 0.0 if abs(value) < 5e-6 else value
+
+
+def _demo_explanation(rows, shape, k) -> list[str]:
+    """The lines under the demo's table: the columns, what to look at, a verdict, and why
+    exact KPCA can send fewer words on data this small."""
+    lines = [f"{column:<13} {text}" for column, text in DEMO_COLUMNS]
+    lines.append(f"Look at the excess ratio: below {GOOD} is good (the method keeps 95% of "
+                 f"the energy the best rank-{k} subspace captures), below {NEAR_EXACT} is "
+                 "near-exact; then at the fit words it paid for it.")
+    by_name = {row[0]: row for row in rows}
+    exact = by_name["exact"]
+    approximate = [row for row in rows if row[0] not in ("exact", "random_features*")]
+    best = min(approximate, key=lambda row: row[1])
+    quality = ("near-exact" if best[1] < NEAR_EXACT else "good" if best[1] < GOOD
+               else "not good enough here")
+    lines.append(f"Verdict: the best approximation is {best[0]}, excess {_shown(best[1]):.3f} "
+                 f"({quality}) for {best[3]:,} words; exact KPCA is optimal for "
+                 f"{exact[3]:,} words.")
+    n, d = shape
+    diskpca = by_name.get("diskpca (gram)")
+    if diskpca is not None:
+        fewer = exact[4] <= diskpca[4]
+        lines.append(
+            f"Exact KPCA uploads every point once, {n:,} x {d} = {n * d:,} words, "
+            f"{'fewer' if fewer else 'more'} than disKPCA's {diskpca[4]:,} here: disKPCA's "
+            "messages (a |Y| x |Y| Gram matrix per worker, about |Y|^2 / 2 words, and the "
+            "sampled points) grow with |Y| and not with the data, exact's with the data. "
+            f"So on small data like this ({n:,} rows), "
+            + ("exact is the right choice" if fewer else
+               "once |Y|^2 / 2 per worker passes n x d, exact uploads fewer words and is the "
+               "right choice")
+            + f"; 'kernelscale fit --max-words {exact[3]:,}' (or more) picks it. disKPCA pays "
+            "off when the data is many times larger than its messages.")
+    if "random_features*" in by_name:
+        lines.append("* random_features finds a subspace of its own random-feature space; its "
+                     "error is measured there (sum ||z(a)||^2 - captured), so it can fall below "
+                     "the kernel optimum: its excess ratio is not comparable (left out of the "
+                     "verdict).")
+    return lines
 
 
 def _load(path, header=None):
@@ -241,29 +316,19 @@ def _load(path, header=None):
     return load(path, **options)
 
 
-def _check_out(path) -> Path:
-    """Fail before the work, not after it, when ``path`` cannot be written."""
-    out = Path(path)
-    parent = out.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if parent.exists() and not parent.is_dir():
-        raise UsageError(f"cannot write {path}: {parent} is not a directory")
-    if not out.parent.is_dir():
-        raise UsageError(f"cannot write {path}: no directory {out.parent}")
-    if out.is_dir():
-        raise UsageError(f"cannot write {path}: it is a directory")
-    return out
-
-
 def run_fit(args) -> int:
     from kernelscale.model import save_model
+    from kernelscale.runtime.validation import check_magnitude
 
-    _check_out(args.out)
+    check_degree(args.kernel, args.degree)
+    if args.max_words is not None and args.landmarks is not None:
+        raise UsageError("--max-words chooses |Y| within the budget and --landmarks sets it "
+                         "exactly; give one of them, not both")
     check_model_out(args.out, [args.data], args.force)
     X = _load(args.data, args.header)
     if X.shape[0] == 0:
         raise UsageError(f"{args.data} holds no rows")
+    check_magnitude([X], names=[args.data])  # before the bandwidth heuristic's distances
     # verbose=1: a progress bar over the protocol's rounds on stderr (none with --quiet).
     est = _make_estimator(args, X, args.method, verbose=0 if args.quiet else 1)
     start = time.perf_counter()
@@ -279,10 +344,24 @@ def run_fit(args) -> int:
     budget = "" if args.max_words is None else f" (at most {args.max_words:,})"
     print(f"fitted {est.method_} on {X.shape[0]} x {X.shape[1]} in {seconds:.2f} s; "
           f"{words:,} words{budget}; model written to {args.out}")
-    if args.max_words is not None:
-        print(f"budget: {est.budget_plan_.method} with {est.budget_plan_.forecast.setting}, "
-              f"{est.budget_plan_.reason}")
+    if args.method is None:
+        print(_why_this_method(args, est))
     return 0
+
+
+def _why_this_method(args, est) -> str:
+    """One line: the method the fit chose and why (the budget, or the pilot rule)."""
+    plan = getattr(est, "budget_plan_", None)
+    if plan is None:
+        size = f" with |Y| = {est.landmarks_.shape[0]}" if hasattr(est, "landmarks_") else ""
+        return (f"method: {est.method_}{size}, the default; the pilot rule did not apply (it "
+                "needs dense data with at least |Y| rows and --sampler ridge)")
+    budget = args.max_words is not None
+    chooser = (f"the forecast within --max-words {args.max_words:,}" if budget
+               else "the pilot rule at the default's words")
+    pilot = f" after a pilot of {plan.pilot['n_pilot']} points" if plan.pilot else ""
+    return (f"{'budget' if budget else 'method'}: {plan.method} with {plan.forecast.setting}, "
+            f"chosen by {chooser}{pilot}: {plan.reason}")
 
 
 def _costlier_than_the_data(words: int, X) -> str | None:
@@ -303,12 +382,11 @@ def _costlier_than_the_data(words: int, X) -> str | None:
 
 
 def run_transform(args) -> int:
+    from kernelscale.files import write_csv_atomically, write_npy_atomically
     from kernelscale.model import load_model
 
-    out = _check_out(args.out)
-    if out.suffix not in (".npy", ".csv"):
-        raise UsageError(f"--out must end in .npy or .csv, got {out.name}")
-    check_not_an_input(out, [args.data, args.model])
+    out = check_output(args.out, [args.data, args.model], args.force,
+                       suffixes=(".npy", ".csv"))
     model = load_model(args.model)
     X = _load(args.data, args.header)
     n_in = (getattr(model, "n_features_in", None) or getattr(model, "n_features_in_", None)
@@ -316,18 +394,21 @@ def run_transform(args) -> int:
     if X.shape[1] != n_in:
         raise UsageError(f"{args.data} has {X.shape[1]} features; the model expects {n_in}.")
     Z = model.transform(X)
-    if out.suffix == ".npy":
-        np.save(out, Z)
-    else:
-        np.savetxt(out, Z, delimiter=",")
+    (write_npy_atomically if out.suffix == ".npy" else write_csv_atomically)(out, Z)
     print(f"wrote {Z.shape[0]} x {Z.shape[1]} to {out}")
     return 0
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None,
                   flags=None) -> None:
-    """``warnings.showwarning`` for the CLI: one line, no source line, flags named."""
-    print_warning(message, flags)
+    """``warnings.showwarning`` for the CLI: one line, no source line, flags named; what
+    the loaders guessed about a header is a note, not a warning."""
+    from kernelscale.datasets.loaders import HeaderGuessWarning
+
+    if issubclass(category, HeaderGuessWarning):
+        print_note(in_flags(message, flags))
+    else:
+        print_warning(message, flags)
 
 
 def main(argv=None) -> int:

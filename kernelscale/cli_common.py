@@ -14,9 +14,10 @@ the data-file options.
   :func:`positive_float`), so the error names the flag the user typed.
 * ``--header`` / ``--no-header`` (:func:`add_header_arg`) override the CSV
   header rule of :func:`kernelscale.datasets.load_csv` (:func:`load_options`).
-* An ``--out`` never destroys an input (:func:`check_not_an_input`), and a model
-  ``--out`` ends in ``.npz`` and replaces only a kernelscale model unless
-  ``--force`` (:func:`check_model_out`); models are written atomically.
+* Every command that writes a file checks it first with :func:`check_output`:
+  never an input (under any name), an existing file replaced only when it is a
+  kernelscale model file or with ``--force``, the directory writable before any
+  work; the file is then written atomically (:mod:`kernelscale.files`).
 """
 
 from __future__ import annotations
@@ -166,6 +167,19 @@ def positive_float(text: str) -> float:
     return value
 
 
+def check_degree(kernel: str, degree: int | None) -> None:
+    """One message for every bad ``--degree`` of a kernel, before any work: a positive
+    integer for ``poly``, the order 0, 1 or 2 for ``arccos``."""
+    if degree is None:
+        return
+    if kernel == "poly" and degree < 1:
+        raise UsageError(f"--degree must be a positive integer for --kernel poly (the "
+                         f"polynomial's degree), got {degree}")
+    if kernel == "arccos" and degree not in (0, 1, 2):
+        raise UsageError(f"--degree is the arc-cosine order for --kernel arccos: 0, 1 or 2, "
+                         f"got {degree}")
+
+
 #: The data files every subcommand reads (kernelscale.datasets.load).
 DATA_HELP = (".npy (memory-mapped), .csv/.txt (plain or .gz), LIBSVM (.svm, .libsvm, "
              ".svmlight) or Parquet (.parquet) file")
@@ -179,7 +193,9 @@ def add_header_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
                    help="CSV/text input: the first row is a header (--header) or data "
                    "(--no-header); default: a header when all its fields are non-numeric, "
-                   "an error when it mixes numbers and text")
+                   "or when they are the column numbers 0,1,...,d-1 (or 1,...,d: pandas' "
+                   "to_csv header) above a different row (a note says so); data when all "
+                   "are numbers; an error when it mixes numbers and text")
 
 
 def load_options(paths: list, header: bool | None) -> list[dict]:
@@ -200,7 +216,7 @@ def check_not_an_input(out, inputs, flag: str = "--out") -> None:
     """An error when ``out`` is one of the files the command reads (it would be lost).
 
     The same file under another name (a relative path, a symbolic or hard link)
-    counts too.
+    counts too: ``os.path.samefile`` compares device and inode.
     """
     out = Path(out)
     if not out.exists():
@@ -212,29 +228,55 @@ def check_not_an_input(out, inputs, flag: str = "--out") -> None:
                              f"destroy the input; choose another {flag}")
 
 
-def add_force_arg(p: argparse.ArgumentParser) -> None:
-    """``--force``: let a model ``--out`` replace a file that is not a kernelscale model."""
+def add_force_arg(p: argparse.ArgumentParser, what: str = "--out") -> None:
+    """``--force``: let an output replace an existing file kernelscale did not write."""
     p.add_argument("--force", action="store_true",
-                   help="replace an existing --out even if it is not a kernelscale model "
-                   "file (an existing model is always replaced)")
+                   help=f"replace an existing {what} that kernelscale cannot tell it wrote "
+                   "(without it such a file is kept and the command stops before any work; "
+                   "an input file is never replaced)")
+
+
+def check_output(out, inputs, force: bool = False, *, suffixes=None, replaceable=None,
+                 what: str = "", flag: str = "--out", create_parents: bool = False) -> Path:
+    """Check an output path before any work: the one rule of every command that writes.
+
+    * ``suffixes``: the extensions the command writes (an error names them);
+    * never one of ``inputs``, under any name (:func:`check_not_an_input`), even
+      with ``--force``;
+    * an existing file (or link) is replaced only when ``replaceable(out)`` says
+      kernelscale wrote it (a model file carries its marker) or with ``force``;
+    * the directory must take a new file now (:func:`kernelscale.files.check_writable`),
+      so a fit never runs for an output it cannot write.
+
+    The file itself is then written atomically (:mod:`kernelscale.files`).
+    """
+    from kernelscale.files import check_writable
+
+    out = Path(out)
+    if suffixes and out.suffix not in suffixes:
+        raise UsageError(f"{flag} must end in {' or '.join(suffixes)}, got {out.name}")
+    check_not_an_input(out, inputs, flag)
+    if os.path.lexists(out) and not out.is_dir() and not force \
+            and not (replaceable is not None and replaceable(out)):
+        kind = "" if replaceable is None else f" and is not {what}"
+        raise UsageError(f"{flag} {out} exists{kind}; give --force to replace it, or choose "
+                         f"another {flag}")
+    try:
+        check_writable(out, create_parents=create_parents)
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from exc
+    return out
 
 
 def check_model_out(out, inputs, force: bool = False) -> Path:
-    """Check a model ``--out`` before any work: ``.npz``, not an input, nothing else lost.
-
-    ``kernelscale transform --model`` reads ``.npz`` archives, so the name says
-    so; an existing file is replaced only when it is a kernelscale model
-    (:func:`kernelscale.model.is_model_file`) or with ``--force``, and never when
-    it is one of ``inputs``.
+    """Check a model ``--out`` before any work (:func:`check_output`): ``.npz``, not an
+    input, and an existing file replaced only when it is a kernelscale model
+    (:func:`kernelscale.model.is_model_file`) or with ``--force``.
     """
     from kernelscale.model import is_model_file
 
-    out = Path(out)
-    if out.suffix != ".npz":
+    if Path(out).suffix != ".npz":
         raise UsageError(f"--out must end in .npz (a model file, as 'kernelscale transform "
-                         f"--model' reads), got {out.name}")
-    check_not_an_input(out, inputs)
-    if out.exists() and not force and not is_model_file(out):
-        raise UsageError(f"--out {out} exists and is not a kernelscale model file; give "
-                         "--force to replace it, or choose another --out")
-    return out
+                         f"--model' reads), got {Path(out).name}")
+    return check_output(out, inputs, force, replaceable=is_model_file,
+                        what="a kernelscale model file")

@@ -8,8 +8,9 @@ far). Estimators take ``verbose``:
 
 * ``0`` (default): nothing is shown; the lines still reach the logger, for an
   application that configures logging itself;
-* ``1``: a tqdm progress bar on stderr over the protocol's rounds (the
-  stream's batches for ``StreamingKernelPCA``), and the INFO lines;
+* ``1``: a tqdm progress bar over the protocol's rounds (the stream's batches
+  for ``StreamingKernelPCA``) when stderr is a terminal or a notebook, and the
+  INFO lines (in a pipe or a log file: the INFO lines only, no bar);
 * ``2`` or more: the DEBUG lines too.
 
 For the duration of the call, ``verbose`` lowers the ``"kernelscale"`` logger to
@@ -22,7 +23,10 @@ The bar counts rounds as they end; it is driven by the runtime's listener hook
 seconds (``FlowerCluster``: a message through the SuperLink and back) sets
 ``show_progress = True``: its fits show the bar even at ``verbose=0`` when
 stderr is an interactive terminal (rounds done, the round just finished, the
-elapsed time), and stay silent in a pipe, a log file or a test.
+elapsed time). The rule is the same for every bar, the command line's
+included (:func:`progress_bar`): a bar only on a terminal (or in a notebook),
+never in a pipe, a log file or a test, where a bar's carriage returns would
+pile hundreds of updates into one line.
 """
 
 from __future__ import annotations
@@ -74,9 +78,24 @@ def verbosity(verbose) -> Iterator[None]:
         LOGGER.setLevel(saved_level)
 
 
+def on_terminal() -> bool:
+    """Whether a progress bar belongs on stderr: an interactive terminal, or a notebook
+    (whose bars are widgets); not a pipe, a log file or a captured stream."""
+    if "ipykernel" in sys.modules:
+        return True
+    isatty = getattr(sys.stderr, "isatty", None)
+    try:
+        return bool(isatty is not None and isatty())
+    except (ValueError, OSError):  # a closed stream
+        return False
+
+
 def progress_bar(verbose, **options) -> tqdm:
-    """A tqdm bar on stderr, disabled unless ``verbose``; ``options`` go to ``tqdm``."""
-    return tqdm(file=sys.stderr, disable=not verbose, dynamic_ncols=True, **options)
+    """A tqdm bar on stderr when ``verbose`` and stderr is a terminal (:func:`on_terminal`);
+    disabled otherwise, so a pipe or a log gets no bar (one rule for every command and
+    estimator). ``options`` go to ``tqdm``."""
+    return tqdm(file=sys.stderr, disable=not (verbose and on_terminal()), dynamic_ncols=True,
+                **options)
 
 
 class RoundProgress:
@@ -96,12 +115,8 @@ class RoundProgress:
 
     def __init__(self, cluster, logger: logging.Logger, desc: str, verbose):
         self.cluster, self.logger, self.desc = cluster, logger, desc
-        if not verbose and getattr(cluster, "show_progress", False):
-            # tqdm's disable=None: shown only when stderr is a terminal
-            self.bar = tqdm(file=sys.stderr, disable=None, dynamic_ncols=True, desc=desc,
-                            unit="round")
-        else:
-            self.bar = progress_bar(verbose, desc=desc, unit="round")
+        show = verbose or getattr(cluster, "show_progress", False)
+        self.bar = progress_bar(show, desc=desc, unit="round")
         cluster.add_listener(self)
 
     def __call__(self, round: str, phase: str, seconds: float) -> None:

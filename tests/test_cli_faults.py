@@ -393,7 +393,9 @@ def test_fit_prints_one_summary_line_and_the_ledger_only_with_verbose(data, tmp_
             "--landmarks", "30"]
     assert main(argv) == 0
     captured = capsys.readouterr()
-    assert captured.out.count("\n") == 1 and captured.out.startswith("fitted diskpca")
+    # The summary, and the method the fit chose and why (issue 34).
+    assert captured.out.count("\n") == 2 and captured.out.startswith("fitted diskpca")
+    assert captured.out.splitlines()[1].startswith("method: diskpca")
     assert "communication (fit)" not in captured.err
     assert main([*argv, "--verbose"]) == 0
     assert "communication (fit)" in capsys.readouterr().err

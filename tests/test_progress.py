@@ -40,14 +40,20 @@ ESTIMATORS = {
 
 
 @pytest.mark.parametrize("name", ESTIMATORS)
-def test_verbose_0_is_silent_and_1_shows_a_bar_and_one_info_line(name, capsys, caplog):
+def test_verbose_0_is_silent_and_1_shows_a_bar_and_one_info_line(name, capsys, caplog,
+                                                                 monkeypatch):
     make = ESTIMATORS[name]
     make(0).fit(X)
     captured = capsys.readouterr()
     assert captured.out == captured.err == ""
     assert not [r for r in caplog.records if r.name.startswith("kernelscale")]
+    make(1).fit(X)  # stderr is not a terminal here: no bar (issue 34), the INFO line only
+    assert "\r" not in capsys.readouterr().err
+    caplog.clear()
+    screen = _Terminal()
+    monkeypatch.setattr("sys.stderr", screen)
     est = make(1).fit(X)
-    err = capsys.readouterr().err
+    err = "".join(screen.text)
     assert type(est).__name__ in err and ("round" in err or "batch" in err)  # the tqdm bar
     logger = "kernelscale." + ("federated" if name == "spectral" else name)
     infos = [r for r in caplog.records if r.name == logger]
@@ -101,16 +107,23 @@ def test_the_listener_hears_every_round_once():
     assert all(seconds >= 0 for _, _, seconds in heard)
 
 
-def test_cli_fit_shows_a_progress_bar_unless_quiet(tmp_path, capsys):
+def test_cli_fit_shows_a_progress_bar_on_a_terminal_unless_quiet(tmp_path, capsys, caplog,
+                                                                  monkeypatch):
     data = tmp_path / "X.npy"
     np.save(data, X)
     argv = ["fit", "--data", str(data), "--out", str(tmp_path / "m.npz"), "--landmarks", "20",
             "--workers", "3"]
-    assert main(argv) == 0
-    err = capsys.readouterr().err
-    assert "DistributedKernelPCA(diskpca)" in err and "round" in err
-    assert main([*argv, "--quiet"]) == 0
+    assert main(argv) == 0  # in a pipe: the one INFO line (here to pytest's log), no bar
     assert "round" not in capsys.readouterr().err
+    assert [r.getMessage()[:21] for r in caplog.records
+            if r.name == "kernelscale.horizontal"] == ["DistributedKernelPCA("]
+    screen = _Terminal()
+    monkeypatch.setattr("sys.stderr", screen)
+    assert main(argv) == 0
+    assert "round" in "".join(screen.text)
+    screen.text.clear()
+    assert main([*argv, "--quiet"]) == 0
+    assert "round" not in "".join(screen.text)
 
 
 def test_py_typed_ships_with_the_package():

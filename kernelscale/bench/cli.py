@@ -9,7 +9,38 @@ from pathlib import Path
 from kernelscale.bench.experiments import EXPERIMENTS, get_experiment
 from kernelscale.bench.plot import plot_results, write_summary
 from kernelscale.bench.runner import RESULTS_ROOT, run_experiment
-from kernelscale.cli_common import print_error
+from kernelscale.cli_common import UsageError, add_force_arg, check_output, print_error
+
+#: The files a run writes in its results directory (figures aside).
+RESULT_FILES = ("results.csv", "summary.md", "meta.json")
+
+
+def _is_bench_csv(path: Path) -> bool:
+    """Whether ``path`` is a results.csv that a bench run wrote: its header is ours."""
+    from kernelscale.bench.runner import COLUMNS
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.readline().rstrip("\r\n") == ",".join(COLUMNS)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def check_results_dir(out_dir: Path, force: bool) -> None:
+    """The results directory may be written: what it holds is a bench run's, or ``force``.
+
+    Its ``results.csv`` carries the bench's header when a run wrote it; the other
+    files a run writes are replaced only beside such a CSV (or with ``--force``).
+    """
+    csv_path = out_dir / "results.csv"
+    ours = _is_bench_csv(csv_path)
+    for name in RESULT_FILES:
+        check_output(out_dir / name, [], force or ours, flag="--out",
+                     replaceable=None, create_parents=True)
+    if not ours and not force and out_dir.is_dir() \
+            and any(p.suffix == ".png" for p in out_dir.iterdir()):
+        raise UsageError(f"--out: {out_dir} holds figures but no results.csv of a bench run; "
+                         "give --force to replace them, or choose another --out")
 
 
 def add_subcommand(subparsers) -> None:
@@ -27,6 +58,7 @@ def add_subcommand(subparsers) -> None:
                         help="redraw figures and summary from an existing results.csv")
     parser.add_argument("--out", default=str(RESULTS_ROOT),
                         help=f"results root directory (default {RESULTS_ROOT})")
+    add_force_arg(parser, "results file (results.csv, summary.md, meta.json, figures)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--threads", type=int, default=1,
                         help="BLAS threads during the run (0: leave the default)")
@@ -46,6 +78,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     out_dir = Path(args.out) / args.name / ("quick" if args.quick else "")
     csv_path = out_dir / "results.csv"
+    try:
+        check_results_dir(out_dir, getattr(args, "force", False))
+    except UsageError as exc:
+        print_error(exc)
+        return 2
     if getattr(args, "plot_only", False):
         if not csv_path.exists():
             print_error(f"no results at {csv_path}; run without --plot-only.")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
@@ -31,6 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = [
+    "HeaderGuessWarning",
     "load",
     "load_npy",
     "load_csv",
@@ -53,9 +55,17 @@ _CHECK_ROWS = 65_536
 
 
 # --------------------------------------------------------------------------- helpers
+def _not_a_directory(p: Path) -> None:
+    if p.is_dir():
+        raise IsADirectoryError(
+            f"{p} is a directory, not a data file; name one file in it (.npy, .csv/.txt, "
+            "LIBSVM or .parquet)")
+
+
 def _existing_file(path: PathLike) -> Path:
     """``path`` as a Path, if it names a regular, non-empty file."""
     p = Path(path)
+    _not_a_directory(p)
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such file")
     if not p.is_file():
@@ -244,22 +254,69 @@ def _header_option(header: bool | None, skip_header: bool | None) -> bool | None
     return skip_header
 
 
+class HeaderGuessWarning(UserWarning):
+    """A CSV's first row was read as a header by the column-number rule of
+    :func:`load_csv` (``header=None``); ``header=False`` reads it as data."""
+
+
+def _column_numbers(fields: list[str]) -> bool:
+    """Whether ``fields`` are the column numbers ``0, 1, ..., d-1`` (or ``1, ..., d``),
+    written as plain integers, ``d >= 2``: the header pandas' ``to_csv(index=False)``
+    writes for unnamed columns."""
+    if len(fields) < 2 or not all(v.isdigit() for v in fields):
+        return False
+    start = int(fields[0])
+    return start in (0, 1) and [int(v) for v in fields] == list(range(start, start + len(fields)))
+
+
+def _written_as_decimals(fields: list[str]) -> bool:
+    """Whether a row is finite numbers, some written with a decimal point or an exponent
+    (``0.25``, ``1e-3``): not in the plain-integer form of a column-number header."""
+    try:
+        finite = all(np.isfinite(float(v)) for v in fields)
+    except ValueError:
+        return False
+    return finite and any(c in v for v in fields for c in ".eE")
+
+
+def _empty_field_advice(p: Path, lineno: int, fields: list[str], delimiter: str | None,
+                        trailing: bool) -> str:
+    """The error for a row with an empty field: a trailing delimiter (``trailing``: the
+    row has one field more than the data, and it is empty) or a missing value."""
+    if trailing:
+        sep = "whitespace" if delimiter is None else repr(delimiter)
+        return (f"{p}: line {lineno}: the row ends with a trailing {sep} (an empty last "
+                f"field); remove the trailing delimiter from every line (e.g. sed "
+                f"'s/{delimiter or ' '}$//' {p.name}) or fill in the last column")
+    i = fields.index("") + 1
+    return (f"{p}: line {lineno}: non-numeric value '' (field {i} of {len(fields)} is "
+            "empty: a missing value); fill it in or drop the row")
+
+
 def _header_lines(
     p: Path, delimiter: str | None, header: bool | None
 ) -> tuple[int, list[str] | None]:
     """Lines to skip before the data (0, or the header's line number) and the header's names.
 
     With ``header=None`` the first non-blank, non-comment line is a header when
-    all of its fields are non-numeric, data when all are numbers, and an error
-    (naming the line) when it mixes both.
+    all of its fields are non-numeric, or when they are the column numbers
+    0..d-1 (or 1..d) written as integers, as pandas writes them, and the next
+    row is written as decimals -- a :class:`HeaderGuessWarning` says so;
+    data when all are numbers, and an error (naming the line) when it mixes both.
     """
     with _open_text(p) as f:
         for lineno, line in enumerate(f, start=1):
             if not _is_data_line(line):
                 continue
             fields = [v.strip() for v in _split(line, delimiter)]
+            guessed = False
             if header is None:
                 text = [v for v in fields if not _is_number(v)]
+                if text and all(v == "" for v in text):
+                    following = next((rest for rest in f if _is_data_line(rest)), "")
+                    trailing = fields[-1] == "" and (not following.strip() or following.rstrip()
+                                                     .endswith(delimiter or " "))
+                    raise ValueError(_empty_field_advice(p, lineno, fields, delimiter, trailing))
                 if len(text) not in (0, len(fields)):
                     raise ValueError(
                         f"{p}: line {lineno}: the first row mixes numbers and text "
@@ -268,10 +325,23 @@ def _header_lines(
                         "header=True."
                     )
                 header = bool(text)
+                if not header and _column_numbers(fields):
+                    following = next((rest for rest in f if _is_data_line(rest)), None)
+                    guessed = header = following is not None and _written_as_decimals(
+                        [v.strip() for v in _split(following, delimiter)])
+                    if not header:
+                        return 0, None
             if not header:
                 return 0, None
-            if not any(_is_data_line(rest) for rest in f):
+            if not guessed and not any(_is_data_line(rest) for rest in f):
                 break
+            if guessed:
+                warnings.warn(
+                    f"{p}: the first row '{','.join(fields)}' is read as a header, not "
+                    "data: it holds the column numbers as integers (as pandas' to_csv "
+                    "writes them) above rows of decimals; pass header=False to read it as "
+                    "data",
+                    HeaderGuessWarning, stacklevel=2)
             return lineno, [v.strip('"').strip("'") for v in fields]
     raise ValueError(f"{p}: file contains no data rows")
 
@@ -299,7 +369,16 @@ def _csv_block_error(
         return None
     line = lines[i].rstrip("\n")
     fields = _split(line, delimiter)
+    fields = [v.strip() for v in fields]
     for v in fields:
+        if v == "":
+            expected = n_cols if n_cols is not None or i == 0 else \
+                _parse_csv_lines(lines[:i], delimiter).shape[1]
+            ends = all(s.rstrip().endswith(delimiter or " ") for s in lines if _is_data_line(s))
+            trailing = fields[-1] == "" and (ends if expected is None
+                                             else len(fields) == expected + 1)
+            return ValueError(
+                _empty_field_advice(p, first_lineno + i, fields, delimiter, trailing))
         try:
             float(v)
         except ValueError:
@@ -391,8 +470,12 @@ def load_csv(
         Whether the first non-blank, non-comment line is a header (skipped; its
         fields name the columns). None applies the rule: it is a header when
         all of its fields are non-numeric, data when all are numbers, and an
-        error naming the line when it mixes both. True or False overrides
-        the rule.
+        error naming the line when it mixes both. One numeric first row is a
+        header too: the column numbers ``0,1,...,d-1`` (or ``1,...,d``) written
+        as integers, as pandas' ``to_csv(index=False)`` writes unnamed columns,
+        above a row written as decimals (``0.25``, ``1e-3``: some field with a
+        point or an exponent); a :class:`HeaderGuessWarning` then says so. True or
+        False overrides the rule.
     label_column : int, str or None, default=None
         Column holding labels, by position (negative counts from the end) or by
         header name. It is removed from ``X`` and returned as ``y``.
@@ -429,7 +512,7 @@ def load_csv(
         data = None
     if not ok:
         # Re-read in blocks: raises an error that names the offending line.
-        for _ in _iter_csv(p, 1 << 16, delimiter, header, label_column):
+        for _ in _iter_csv(p, 1 << 16, delimiter, header_line > 0, label_column):
             pass
         if data is None:  # pragma: no cover - the block reader found no fault
             raise ValueError(f"{p}: could not parse as numeric CSV")
@@ -449,13 +532,35 @@ def _parse_svm(
     return X, y
 
 
+#: The largest feature index scikit-learn's LIBSVM reader takes (its indices are int32).
+_SVM_MAX_INDEX = 2**31 - 1
+
+
+def _index_overflow(line: bytes) -> str | None:
+    """Why ``line``'s feature index overflowed the reader: beyond int64, or beyond the
+    reader's 32-bit indices (which int64 holds); None when no index is out of range."""
+    indices = []
+    for token in line.split()[1:]:
+        head = token.split(b":", 1)[0]
+        if head.isdigit():
+            indices.append(int(head))
+    largest = max(indices, default=0)
+    if largest > 2**63 - 1:
+        return "a feature index beyond the int64 range"
+    if largest > _SVM_MAX_INDEX:
+        return (f"feature index {largest} is above {_SVM_MAX_INDEX:,}, the largest index "
+                "scikit-learn's LIBSVM reader takes (32-bit column indices); renumber the "
+                "features into fewer columns (e.g. hash them) first")
+    return None
+
+
 def _svm_block(
     p: Path, lines: list[bytes], first: int, n_features: int | None, zero_based: bool | str
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     try:
         return _parse_svm(b"".join(lines), n_features, zero_based)
     except (ValueError, OverflowError) as exc:
-        # OverflowError: scikit-learn's parser meets an index beyond int64.
+        # OverflowError: scikit-learn's parser meets an index beyond its 32-bit range.
         why = "a feature index beyond the int64 range" if isinstance(exc, OverflowError) \
             else str(exc)
 
@@ -469,6 +574,8 @@ def _svm_block(
         i = _first_bad_line(lines, parses)
         if i is None:
             raise ValueError(f"{p}: {why}") from exc
+        if isinstance(exc, OverflowError) or "too large" in str(exc):
+            why = _index_overflow(lines[i]) or why
         line = lines[i].decode("utf-8", "replace").rstrip()
         if len(line) > 80:
             line = line[:77] + "..."
@@ -676,6 +783,7 @@ def data_extension(path: PathLike) -> str:
 
 
 def _kind(p: Path) -> str:
+    _not_a_directory(p)
     ext = data_extension(p)
     for kind, exts in (("npy", _NPY), ("csv", _CSV), ("svm", _SVM), ("parquet", _PARQUET)):
         if ext in exts:
@@ -782,7 +890,8 @@ def iter_chunks(
     elif kind == "csv":
         kwargs = _csv_kwargs(p, kwargs)
         kwargs["header"] = _header_option(kwargs.get("header"), kwargs.pop("skip_header", None))
-        _header_lines(p, kwargs.get("delimiter", ","), kwargs["header"])
+        header_line, _ = _header_lines(p, kwargs.get("delimiter", ","), kwargs["header"])
+        kwargs["header"] = header_line > 0  # resolved once: the rule's note is given once
         blocks = _iter_csv(p, chunk_size, **kwargs)
     elif kind == "svm":
         blocks = _iter_svmlight(p, chunk_size, **kwargs)

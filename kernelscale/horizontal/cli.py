@@ -74,7 +74,9 @@ def add_subcommand(subparsers) -> None:
 
 def run_plan(args) -> int:
     from kernelscale.cli import _load
+    from kernelscale.cli_common import check_degree
 
+    check_degree(args.kernel, args.degree)
     for i, path in enumerate(args.data):
         if i:
             print()

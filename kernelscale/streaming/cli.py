@@ -72,6 +72,7 @@ def add_subcommand(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Stream the file into a :class:`StreamingKernelPCA` and save it; exit code."""
     from kernelscale.datasets import iter_chunks
+    from kernelscale.runtime.validation import check_magnitude
 
     flags = getattr(args, "flag_names", None)  # errors name --sketch-size, not sketch_size
 
@@ -90,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
                           unit_scale=True) as bar:
             try:
                 for block in blocks:
+                    check_magnitude([block], names=[f"{args.data}"])
                     estimator.partial_fit(block)
                     bar.update(block.shape[0])
             except BaseException:

@@ -214,6 +214,14 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
                 f"n_components={k} exceeds {limit[0]}={limit[1]}; the {self.method} sketch "
                 f"holds at most {limit[1]} directions."
             )
+        if self.method == "skpca" and self.shrink == "modified" and 2 * k >= self.sketch_size:
+            warnings.warn(
+                f"n_components={k} is not below sketch_size/2 = {self.sketch_size / 2:g}: "
+                "Frequent Directions' error bound (paper 004) needs k < l/2, and the paper's "
+                f"('modified') shrink keeps at most sketch_size//2 - 1 = "
+                f"{self.sketch_size // 2 - 1} directions after each shrink; increase "
+                f"sketch_size to at least 2*n_components + 2 = {2 * k + 2}, or use "
+                "shrink='classic'.", UserWarning, stacklevel=4)
 
     def _start(self, n_features: int) -> None:
         self._check_sizes()

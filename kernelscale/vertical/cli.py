@@ -23,14 +23,17 @@ import numpy as np
 from kernelscale.backends.dask.cli import add_dask_args, cli_client
 from kernelscale.cli_common import (
     UsageError,
+    add_force_arg,
     add_header_arg,
-    check_not_an_input,
+    check_degree,
+    check_output,
     flag_names,
     load_options,
     positive_float,
     positive_int,
     print_error,
 )
+from kernelscale.files import write_npy_atomically
 from kernelscale.runtime import WorkerError
 from kernelscale.vertical.oneshot import VERTICAL_KERNELS
 
@@ -88,7 +91,9 @@ def add_subcommand(subparsers) -> None:
     )
     p.add_argument("--no-center", action="store_true", help="do not centre the fused kernel")
     p.add_argument("--out", default=None,
-                   help="write the training embedding (.npy; default: not written)")
+                   help="write the training embedding (.npy; default: not written); "
+                   "written whole or not at all")
+    add_force_arg(p)
     p.add_argument("--verbose", action="store_true",
                    help="also print the communication ledger (every round's words)")
     add_dask_args(p)
@@ -105,8 +110,9 @@ def run(args: argparse.Namespace) -> int:
     from kernelscale.vertical.estimator import VerticalKernelPCA
 
     try:
+        check_degree(args.kernel, args.degree)
         if args.out:
-            check_not_an_input(args.out, args.data)
+            check_output(args.out, args.data, args.force, suffixes=(".npy",))
         options = load_options(args.data, args.header)
         if len(args.data) == 1:
             X = load(args.data[0], **options[0])
@@ -138,7 +144,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     embedding = estimator.model_.training_embedding()
     if args.out:
-        np.save(args.out, embedding)
+        try:
+            write_npy_atomically(args.out, embedding)
+        except OSError as exc:
+            print_error(f"cannot write {args.out}: {exc.strerror or exc}")
+            return 2
     words = estimator.communication_.total_words(phase=None)
     written = f"; embedding written to {args.out}" if args.out else ""
     print(f"vertical: {len(estimator.feature_blocks_)} parties (feature blocks "
