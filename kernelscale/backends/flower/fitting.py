@@ -8,7 +8,8 @@ it on a :class:`~kernelscale.backends.flower.grid.GridCluster` (the master
 function runs here and talks to the SuperNodes through the Grid, nothing else),
 and writes the fitted estimator as a kernelscale model file
 (:func:`kernelscale.model.save_model`) at ``output``, a path on the SuperLink's
-machine. The run's log (``flwr log <run-id> --stream``, or ``flwr run
+machine, and the ledger beside it (every message, CSV: ``model.npz`` ->
+``model.ledger.csv``). The run's log (``flwr log <run-id> --stream``, or ``flwr run
 --stream``) shows the settings, one line per round, the ledger's summary and
 where the model was written.
 
@@ -39,7 +40,7 @@ import time
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from kernelscale.backends.flower.runconfig import build_estimator
+from kernelscale.backends.flower.runconfig import build_estimator, ledger_path
 
 
 def _secure_rounds(text: str):
@@ -96,8 +97,13 @@ def fit_on_grid(grid, config: dict, say=print):
     say(f"kernelscale: {name} fitted in {seconds:.2f} s, {ledger.total_words('fit'):,} fit "
         "words; the ledger:\n" + ledger.summary(phase=None, times=False))
     save_model(estimator, options["output"])
-    say(f"kernelscale: model written to {options['output']} (on the SuperLink's machine); "
-        "load it with kernelscale.model.load_model")
+    ledger_file = ledger_path(options["output"])
+    temporary = ledger_file.with_name(f".{ledger_file.name}.tmp")
+    temporary.write_text(ledger.to_csv())
+    temporary.replace(ledger_file)
+    say(f"kernelscale: model written to {options['output']} and its ledger (every message, "
+        f"CSV) to {ledger_file}, on the SuperLink's machine; load the model with "
+        "kernelscale.model.load_model")
     return estimator
 
 

@@ -61,6 +61,12 @@ def all_parameter_keys() -> list[str]:
     return sorted(keys - set(RUN_DEFAULTS))
 
 
+def ledger_path(output) -> Path:
+    """Where the run's ledger goes beside the model: ``model.npz`` -> ``model.ledger.csv``."""
+    output = Path(output)
+    return output.with_name(output.stem + ".ledger.csv")
+
+
 def build_estimator(config: dict):
     """``(estimator, run options)`` from a run config; every parameter checked, nothing run."""
     config = dict(config)
@@ -87,8 +93,9 @@ def build_estimator(config: dict):
         raise ValueError("output is empty: give the path of the model file on the SuperLink's "
                          "machine, e.g. --run-config 'output=\"/srv/models/model.npz\"'.")
     path = Path(output).expanduser()
-    if path.exists() and not options["overwrite"]:
-        raise FileExistsError(f"output {path} exists; give another path or overwrite=true.")
+    for target in (path, ledger_path(path)):
+        if target.exists() and not options["overwrite"]:
+            raise FileExistsError(f"{target} exists; give another output or overwrite=true.")
     if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
         raise PermissionError(f"output {path}: the folder {path.parent} does not exist or is "
                               "not writable on the SuperLink's machine.")
@@ -100,4 +107,4 @@ def build_estimator(config: dict):
 
 
 __all__ = ["ESTIMATORS", "NOT_FROM_RUN", "RUN_DEFAULTS", "UNSET", "all_parameter_keys",
-           "build_estimator", "estimator_class", "run_parameters"]
+           "build_estimator", "estimator_class", "ledger_path", "run_parameters"]
