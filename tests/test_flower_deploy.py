@@ -32,7 +32,8 @@ from sklearn.datasets import load_digits  # noqa: E402
 from kernelscale import VerticalKernelPCA  # noqa: E402
 from kernelscale.backends.flower.certificates import make_node_key  # noqa: E402
 from kernelscale.backends.flower.cli import write_fit_app  # noqa: E402
-from kernelscale.backends.flower.cluster import FlowerCluster, flwr_command  # noqa: E402
+from kernelscale.backends.flower.cluster import FlowerCluster  # noqa: E402
+from kernelscale.backends.flower.connection import flwr_command  # noqa: E402
 from kernelscale.backends.flower.local import LocalFederation  # noqa: E402
 from kernelscale.backends.flower.runconfig import ledger_path  # noqa: E402
 from kernelscale.backends.local import LocalCluster  # noqa: E402
@@ -199,8 +200,8 @@ def test_the_executor_ends_with_a_node_started_without_job_control(federation, t
                              env=dict(federation.env, FLWR_HOME=str(tmp_path)),
                              start_new_session=True)
     node = psutil.Process(int(shell.stdout.readline()))
+    executors = []
     try:
-        executors = []
         for _ in range(300):  # the launcher starts its executor at once
             executors = [p for p in node.children() if "executor" in " ".join(p.cmdline())]
             if executors:
@@ -210,9 +211,13 @@ def test_the_executor_ends_with_a_node_started_without_job_control(federation, t
         node.send_signal(signal.SIGKILL)
         gone, alive = psutil.wait_procs(executors, timeout=30)
         assert not alive, "the executor ran on after its node was killed"
-    finally:
-        for process in [node, *node.children(recursive=True)] if node.is_running() else []:
-            process.kill()
+    finally:  # whatever is left (the executor, on code that lets it run on)
+        left = [*executors, node, *(node.children(recursive=True) if node.is_running() else [])]
+        for process in left:
+            try:
+                process.kill()
+            except psutil.NoSuchProcess:
+                pass
         shell.wait(30)
         shell.stdout.close()
 

@@ -54,11 +54,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import secrets
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -67,6 +65,14 @@ from pathlib import Path
 
 import numpy as np
 
+from kernelscale.backends.flower.connection import (
+    check_tls_options,
+    connection_toml,
+    flower_env,
+    flwr_command,
+    named_connection,
+    probe_superlink,
+)
 from kernelscale.backends.flower.rounds import FlowerRounds, round_half
 from kernelscale.runtime.cluster import Cluster
 from kernelscale.runtime.lost import LOST_POLICIES
@@ -98,46 +104,6 @@ kernelscale-relay = ""
 kernelscale-key-file = ""
 """
 RELAY_HOST = "127.0.0.1"  # the relay listens on the loopback interface only
-
-
-def flower_env(home: str | os.PathLike | None = None) -> dict:
-    """Environment for Flower's commands: no telemetry, no update checks, ``FLWR_HOME``."""
-    env = dict(os.environ, FLWR_TELEMETRY_ENABLED="0", FLWR_DISABLE_UPDATE_CHECK="1",
-               PYTHONUNBUFFERED="1")
-    if home is not None:
-        env["FLWR_HOME"] = str(home)
-    return env
-
-
-def connection_toml(name: str, address: str, root_certificates=None,
-                    insecure: bool = False) -> str:
-    """A Flower configuration (``$FLWR_HOME/config.toml``) with one default connection."""
-    lines = ["[superlink]", f'default = "{name}"', "", f"[superlink.{name}]",
-             f'address = "{address}"']
-    if root_certificates is not None:
-        path = str(Path(root_certificates).resolve()).replace("\\", "\\\\")
-        lines.append(f'root-certificates = "{path}"')
-    lines.append(f"insecure = {str(bool(insecure)).lower()}")
-    return "\n".join(lines) + "\n"
-
-
-def _check_tls_options(superlink, connection, root_certificates, insecure) -> bool:
-    """Refuse contradictory connection options; return ``insecure`` (None: decide)."""
-    if (superlink is None) == (connection is None):
-        raise ValueError("Give the SuperLink's 'host:port' or connection='<name>' of a "
-                         "connection in your Flower configuration, not both or neither.")
-    if connection is not None and (root_certificates is not None or insecure is not None):
-        raise ValueError(f"connection={connection!r} takes its TLS settings from your Flower "
-                         "configuration; do not also give root_certificates or insecure.")
-    if root_certificates is not None:
-        if insecure:
-            raise ValueError("root_certificates verifies a TLS SuperLink; it cannot be used "
-                             "with insecure=True.")
-        if not Path(root_certificates).is_file():
-            raise FileNotFoundError(f"root_certificates: no such file {root_certificates!r} "
-                                    "(the CA certificate of the SuperLink, PEM).")
-        return False
-    return True if insecure is None else bool(insecure)
 
 
 class FlowerCluster(FlowerRounds):
@@ -222,7 +188,7 @@ class FlowerCluster(FlowerRounds):
             raise ValueError(f"lost must be one of {LOST_POLICIES}, got {lost!r}.")
         if not timeout > 0 or not start_timeout > 0:
             raise ValueError("timeout and start_timeout must be positive numbers of seconds.")
-        insecure = _check_tls_options(superlink, connection, root_certificates, insecure)
+        insecure = check_tls_options(superlink, connection, root_certificates, insecure)
         if importlib.util.find_spec("flwr") is None:
             raise ImportError("backend='flower' needs Flower: pip install 'kernelscale[flower]'.")
         super().__init__(n_workers, data_key=data_key, timeout=timeout, lost=lost,
@@ -290,7 +256,8 @@ class FlowerCluster(FlowerRounds):
                 code = self._run_process.poll()
                 if code is not None:
                     raise RuntimeError(f"`flwr run` on {self.where} failed before the kernelscale "
-                                       f"ServerApp connected (exit {code}):\n{self._run_log()}")
+                                       f"ServerApp connected (exit {code}){self._diagnosis()}:"
+                                       f"\n{self._run_log()}")
                 waiter.join(0.05)
         finally:
             listener.close()
@@ -301,6 +268,17 @@ class FlowerCluster(FlowerRounds):
         self._connection = accepted["connection"]
         self._find_nodes(deadline)
         self.startup_seconds = time.perf_counter() - start
+
+    def _diagnosis(self) -> str:
+        """Why the SuperLink could not be reached, when Flower only says "unavailable"."""
+        if "unavailable" not in self._run_log():
+            return ""
+        address, root, insecure = self.superlink, self.root_certificates, self.insecure
+        if self.connection is not None:
+            address, root, insecure = named_connection(self.connection)
+        if not address:
+            return ""
+        return "; " + probe_superlink(address, root, insecure)
 
     def _run_log(self) -> str:
         path = self._workdir / "flwr-run.log"
@@ -442,11 +420,5 @@ def flower_cluster(data, client, data_key: str | None = None, timeout: float = 6
     return FlowerCluster(options.pop("superlink"), int(data), **options)
 
 
-def flwr_command() -> str:
-    """The ``flwr`` command beside this Python, else on PATH."""
-    candidate = Path(sys.executable).parent / "flwr"
-    return str(candidate) if candidate.exists() else (shutil.which("flwr") or "flwr")
-
-
 __all__ = ["FlowerCluster", "LOST_POLICIES", "connection_toml", "flower_cluster", "flower_env",
-           "flwr_command", "round_half"]
+           "flwr_command", "probe_superlink", "round_half"]

@@ -35,7 +35,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kernelscale.backends.flower.cluster import connection_toml, flower_env
+from kernelscale.backends.flower.connection import connection_toml, flower_env
 from kernelscale.backends.flower.supernode import IDLE_ENV
 
 
