@@ -1,4 +1,4 @@
-"""Fitted kernel PCA subspaces, their transform, their error, and a portable file format.
+"""Fitted kernel PCA subspaces, their transform, and saving and loading fitted models.
 
 Two shapes of answer come out of the horizontal algorithms:
 
@@ -9,24 +9,43 @@ Two shapes of answer come out of the horizontal algorithms:
 * :class:`RandomFeaturePCAModel` - a subspace of a random feature space ``z``:
   ``transform(x) = V^T (z(x) - mean)``.
 
-Files are ``.npz`` archives of plain arrays plus a JSON header, loaded with
-``allow_pickle=False``: loading a model can never run code.
+:func:`save_model` writes them, or a fitted estimator (each setting registers
+its estimator's state with :mod:`kernelscale.model_registry`), as a model file
+(:mod:`kernelscale.model_format`: ``.npz`` archives of plain arrays plus a JSON
+header, loaded with ``allow_pickle=False``, so loading a model can never run
+code); :func:`load_model` reads any of them back.
 """
 
 from __future__ import annotations
 
-import json
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from kernelscale.files import write_npz_atomically
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
+from kernelscale.model_format import (  # noqa: F401 - is_model_file: kernelscale.model's API
+    FORMAT_VERSION,
+    is_model_file,
+    read_model_file,
+    write_model_file,
+)
+from kernelscale.model_registry import (
+    UnloadableModel,
+    estimator_from_arrays,
+    estimator_name,
+    estimator_to_arrays,
+    is_registered_estimator,
+    registered_model_types,
+)
 
-FORMAT_VERSION = 1
+
+def energy_shares(eigenvalues: np.ndarray, trace: float | None) -> np.ndarray:
+    """``eigenvalues / trace`` (zeros when the trace is unknown or not positive)."""
+    if trace is None or not trace > 0:
+        return np.zeros_like(eigenvalues)
+    return eigenvalues / trace
 
 
 @dataclass
@@ -212,82 +231,131 @@ def register_model_type(cls) -> None:
     MODEL_TYPES[cls.model_type] = cls
 
 
-def is_model_file(path) -> bool:
-    """Whether ``path`` is a kernelscale model file: a zip archive of ``.npy`` members
-    holding the header of :func:`save_model` or the ``params`` of a streaming model."""
-    path = Path(path)
-    if not path.is_file() or not zipfile.is_zipfile(path):
-        return False
-    try:
-        with zipfile.ZipFile(path) as archive:
-            names = set(archive.namelist())
-    except (OSError, zipfile.BadZipFile):
-        return False
-    return "__header__.npy" in names or "params.npy" in names
+def model_to_arrays(model, prefix: str = "") -> tuple[dict, dict]:
+    """A model's arrays (names prefixed with ``prefix``) and its JSON-able description.
 
-
-def save_model(model, path) -> None:
-    """Save any registered model as ``.npz`` with a JSON header (``allow_pickle=False`` safe).
-
-    The file is written under a temporary name and renamed into place
-    (:func:`write_npz_atomically`). A model with a callable kernel cannot be
-    saved: a model file holds no code.
+    The description holds the ``model_type``; :func:`model_from_arrays` inverts
+    it. Estimators use it to keep their ``model_`` among their other arrays.
     """
-    kernel = getattr(model, "kernel", None)
-    if getattr(kernel, "name", None) == "callable":
+    if getattr(model, "model_type", None) not in MODEL_TYPES or not hasattr(model, "to_arrays"):
+        raise TypeError(
+            f"{type(model).__name__} cannot be saved as a kernelscale model file; save_model "
+            "takes a fitted kernelscale estimator or a KernelPCAModel / RandomFeaturePCAModel.")
+    if getattr(getattr(model, "kernel", None), "name", None) == "callable":
         raise ValueError(
             "A model with a callable kernel cannot be saved: model files hold parameters "
             "and arrays only, never code (they load with allow_pickle=False). Use a named "
             "kernel to save the model."
         )
     arrays, meta = model.to_arrays()
-    header = {"format_version": FORMAT_VERSION, "model_type": model.model_type, **meta}
-    write_npz_atomically(path, __header__=np.array(json.dumps(header)), **arrays)
+    return ({prefix + name: value for name, value in arrays.items()},
+            {"model_type": model.model_type, **meta})
 
 
-def load_model(path):
-    """Load a model written by :func:`save_model`; never unpickles anything.
+def model_from_arrays(arrays: dict, meta: dict, prefix: str = ""):
+    """The model of :func:`model_to_arrays`'s ``(arrays, meta)``."""
+    if meta.get("model_type") not in MODEL_TYPES:
+        raise ValueError(f"unknown model type {meta.get('model_type')!r}")
+    if isinstance(meta.get("kernel"), dict) and meta["kernel"].get("name") == "callable":
+        raise UnloadableModel("names a callable kernel; a model file never loads code")
+    own = {name[len(prefix):]: value for name, value in arrays.items()
+           if name.startswith(prefix)}
+    return MODEL_TYPES[meta["model_type"]].from_arrays(own, meta)
 
-    A file written by :func:`kernelscale.streaming.save_streaming_model` is read
-    too and comes back as a fitted :class:`~kernelscale.StreamingKernelPCA`, so
-    everything ``load_model`` returns has ``transform``.
+
+def save_model(model, path) -> None:
+    """Save a fitted estimator or a model as a kernelscale model file; no pickle.
+
+    The file is an ``.npz`` archive of plain arrays with a JSON header
+    (``allow_pickle=False`` safe), written under a temporary name and renamed
+    into place, so a crash never leaves half a file.
+
+    Parameters
+    ----------
+    model : estimator or model
+        A fitted :class:`~kernelscale.DistributedKernelPCA`,
+        :class:`~kernelscale.VerticalKernelPCA`,
+        :class:`~kernelscale.FederatedKernelKMeans`,
+        :class:`~kernelscale.DistributedSpectralClustering` or
+        :class:`~kernelscale.StreamingKernelPCA` (:func:`load_model` gives back
+        an estimator that transforms and predicts as this one, with its ledger
+        ``communication_``), or a bare ``KernelPCAModel`` /
+        ``RandomFeaturePCAModel`` (an estimator's ``model_``). The
+        estimator's constructor parameters are kept when they are plain values
+        (numbers, strings, None, lists of them); one that holds an array, a
+        generator or a client object is left out and comes back as its
+        default (the header lists them under ``dropped_params``).
+        ``DistributedKernelPCA.budget_plan_`` (the planner's report) is not
+        kept. A ``VerticalKernelPCA`` file holds the parties' training blocks
+        (or their file paths), which its ``transform`` needs.
+    path : str or path-like
+
+    Raises
+    ------
+    TypeError
+        For anything else.
+    ValueError
+        For an estimator that is not fitted, or with a callable kernel (a model
+        file holds no code).
+    """
+    if is_registered_estimator(model):
+        arrays, meta = estimator_to_arrays(model)
+    else:
+        arrays, meta = model_to_arrays(model)
+    write_model_file(path, meta, arrays)
+
+
+def load_model(path, expected_type: type | str | None = None):
+    """Load a model file written by :func:`save_model`; never unpickles anything.
+
+    Parameters
+    ----------
+    path : str or path-like
+    expected_type : class or str, optional
+        The class (or its name) that the file must hold, e.g.
+        ``FederatedKernelKMeans``: a file that holds another one is a
+        ``ValueError`` that names what it holds.
+
+    Returns
+    -------
+    estimator or model
+        A fitted estimator (with its ledger ``communication_`` when it had one), or
+        a ``KernelPCAModel`` / ``RandomFeaturePCAModel``; everything has
+        ``transform``. Files that ``save_streaming_model`` wrote before format
+        version 2 load too, as a fitted ``StreamingKernelPCA``.
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``path``.
+    ValueError
+        A file that is not a kernelscale model, is damaged, was written by a
+        newer format, or holds another type than ``expected_type``.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"No model file at {path}.")
-    not_a_model = (f"{path} is not a kernelscale model file (.npz); write one with "
-                   "'kernelscale fit' or save_model.")
-    # np.load also reads a plain .npy (an array, not an archive) and text files
-    # raise their own confusing errors: only a zip archive can be a model.
-    if not path.is_file() or not zipfile.is_zipfile(path):
-        raise ValueError(not_a_model)
+    header, arrays = read_model_file(path)
+    model_type = header.get("model_type")
+    named = isinstance(model_type, str)
+    bare = named and model_type in MODEL_TYPES  # a model, not an estimator
+    holds = (MODEL_TYPES[model_type].__name__ if bare
+             else estimator_name(model_type, header) if named else None)
+    if holds is None:
+        known = [*MODEL_TYPES, *registered_model_types()]
+        raise ValueError(f"{path} holds a model of unknown type {model_type!r}; "
+                         f"known types: {', '.join(known)}.")
+    if expected_type is not None:
+        expected = expected_type if isinstance(expected_type, str) else expected_type.__name__
+        if holds != expected:
+            raise ValueError(f"{path} is a {holds} model file, not a {expected} one; load it "
+                             "with kernelscale.load_model.")
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise ValueError(f"{not_a_model[:-1]} ({exc}).") from exc
-    if "__header__" not in arrays and "params" in arrays:
-        # A streaming model (kernelscale.streaming.save_streaming_model): an estimator.
-        from kernelscale.streaming import load_streaming_model
-
-        return load_streaming_model(path)
-    if "__header__" not in arrays:
-        raise ValueError(f"{not_a_model[:-1]} (it has no kernelscale header).")
-    try:
-        header = json.loads(str(arrays.pop("__header__")))
-    except ValueError as exc:
-        raise ValueError(f"{path} has a damaged header (not JSON): {exc}") from exc
-    model_type = header.get("model_type") if isinstance(header, dict) else None
-    if model_type not in MODEL_TYPES:
+        return (model_from_arrays if bare else estimator_from_arrays)(arrays, header)
+    except UnloadableModel as exc:
+        raise ValueError(f"{path} {exc}.") from exc
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise ValueError(
-            f"{path} holds a model of unknown type {model_type!r}; "
-            f"known types: {', '.join(MODEL_TYPES)}."
-        )
-    if isinstance(header.get("kernel"), dict) and header["kernel"].get("name") == "callable":
-        raise ValueError(f"{path} names a callable kernel; a model file never loads code.")
-    try:
-        return MODEL_TYPES[model_type].from_arrays(arrays, header)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(
-            f"{path} is a damaged {model_type} file: {exc!r} is missing or invalid."
+            f"{path} is a damaged {model_type if bare else holds} file: {exc!r} is missing "
+            "or invalid."
         ) from exc

@@ -183,9 +183,10 @@ def test_model_file_roundtrip_without_pickle(tmp_path, data, method):
     path = tmp_path / "model.npz"
     save_streaming_model(est, path)
     with np.load(path, allow_pickle=False) as saved:
-        meta = json.loads(str(saved["params"]))
+        meta = json.loads(str(saved["__header__"]))
         assert all(saved[name].dtype != object for name in saved.files)
     assert meta["model_type"] == "streaming_kpca"
+    assert meta["estimator"] == "StreamingKernelPCA"
     loaded = load_streaming_model(path)
     np.testing.assert_array_equal(loaded.transform(data), est.transform(data))
     # A loaded model keeps streaming exactly as the original would.
@@ -197,11 +198,11 @@ def test_model_file_roundtrip_without_pickle(tmp_path, data, method):
 def test_load_rejects_other_files(tmp_path):
     path = tmp_path / "other.npz"
     np.savez(path, params=np.array(json.dumps({"model_type": "kernel_pca"})))
-    with pytest.raises(ValueError, match="not 'streaming_kpca'"):
+    with pytest.raises(ValueError, match="unknown type 'kernel_pca'"):
         load_streaming_model(path)
     with zipfile.ZipFile(tmp_path / "empty.npz", "w"):
         pass
-    with pytest.raises(ValueError, match="no 'params'"):
+    with pytest.raises(ValueError, match="no kernelscale header"):
         load_streaming_model(tmp_path / "empty.npz")
 
 

@@ -28,8 +28,15 @@ from kernelscale.constraints import (
 )
 from kernelscale.federated.baselines import distributed_spectral_clustering
 from kernelscale.federated.fkkmeans import fk_kmeans
+from kernelscale.federated.model_state import (
+    fk_kmeans_state,
+    restore_fk_kmeans,
+    restore_spectral,
+    spectral_state,
+)
 from kernelscale.kernels import KERNELS, kernel_name, make_kernel
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
+from kernelscale.model_registry import register_estimator
 from kernelscale.partition import PARTITIONS, make_partition
 from kernelscale.progress import get_logger, track_rounds, verbosity
 from kernelscale.runtime.validation import check_real
@@ -456,3 +463,10 @@ class DistributedSpectralClustering(_EmbeddingClustering):
     def _embed(self, X):
         # Coordinates of X on the kernel principal components.
         return self.model_.transform(X)
+
+
+# Model files (kernelscale.save_model / load_model) hold these estimators too.
+register_estimator(FederatedKernelKMeans, fk_kmeans_state, restore_fk_kmeans,
+                   model_type="federated_kernel_kmeans")
+register_estimator(DistributedSpectralClustering, spectral_state, restore_spectral,
+                   model_type="distributed_spectral_clustering")

@@ -40,6 +40,7 @@ from kernelscale.horizontal.diskpca import SAMPLERS, diskpca
 from kernelscale.horizontal.evaluate import distributed_error
 from kernelscale.horizontal.forecast import MIN_FIT_ROWS, max_row_nnz_of
 from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
+from kernelscale.horizontal.model_state import diskpca_state, restore_diskpca
 from kernelscale.horizontal.pilot import piloted_fit
 from kernelscale.horizontal.preimage import apply_preimage, fit_preimage
 from kernelscale.kernels import KERNELS, Kernel, is_importable, kernel_name, make_kernel
@@ -51,6 +52,7 @@ from kernelscale.metrics.lowrank import (
     excess_energy_ratio,
     kernel_mean_norm_sq,
 )
+from kernelscale.model_registry import register_estimator
 from kernelscale.partition import PARTITIONS, make_partition, split
 from kernelscale.progress import get_logger, track_rounds, verbosity
 from kernelscale.runtime.inputs import is_partition_list
@@ -699,3 +701,8 @@ default=None
             name = "rbf"
         tags.input_tags.sparse = Kernel(name=name).accepts_sparse
         return preserved_dtypes(tags)
+
+
+# Model files (kernelscale.save_model / load_model) hold this estimator too.
+register_estimator(DistributedKernelPCA, diskpca_state, restore_diskpca,
+                   model_type="distributed_kpca")

@@ -15,6 +15,7 @@ import numpy as np
 from kernelscale.kernels import make_kernel
 from kernelscale.metrics.lowrank import error_from_sums, is_centred
 from kernelscale.model import MODEL_TYPES
+from kernelscale.model_registry import estimator_from_arrays, estimator_to_arrays
 from kernelscale.runtime import Cluster, Tagged
 from kernelscale.runtime.chunks import map_chunks
 from kernelscale.runtime.steps import worker_step
@@ -47,15 +48,12 @@ class StreamingModel:
         return self.kernel.diag(X)
 
     def to_arrays(self) -> tuple[dict, dict]:
-        from kernelscale.streaming.estimator import streaming_model_state
-
-        return streaming_model_state(self.estimator)
+        """The estimator as its model file holds it, without its ledger."""
+        return estimator_to_arrays(self.estimator, ledger=False)
 
     @classmethod
     def from_arrays(cls, arrays: dict, meta: dict) -> StreamingModel:
-        from kernelscale.streaming.estimator import streaming_model_from_state
-
-        return cls(streaming_model_from_state(arrays, meta))
+        return cls(estimator_from_arrays(arrays, meta))
 
 
 def _model_class(model_type: str):

@@ -1,17 +1,16 @@
 """``StreamingKernelPCA``: a scikit-learn estimator over SKPCA, RNCA and streaming Nystrom.
 
-Also the model file: :func:`save_streaming_model` writes an ``.npz`` of plain
-arrays plus a JSON string of parameters (``"model_type": "streaming_kpca"``),
-loadable with ``np.load(allow_pickle=False)`` by :func:`load_streaming_model`.
+Also its state in the model file (:func:`kernelscale.save_model`, ``"model_type":
+"streaming_kpca"``), registered with :mod:`kernelscale.model_registry`, and
+:func:`save_streaming_model` / :func:`load_streaming_model`, the same file for
+this estimator alone.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import warnings
-from numbers import Integral
 
 import numpy as np
 from sklearn.base import (
@@ -29,14 +28,16 @@ from kernelscale.constraints import (
     StrOptions,
     kernel_names,
 )
-from kernelscale.files import write_npz_atomically
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
+from kernelscale.model import load_model, save_model
+from kernelscale.model_registry import register_estimator
 from kernelscale.progress import get_logger, progress_bar, verbosity
 from kernelscale.runtime.validation import check_real
 from kernelscale.streaming.baselines import RNCA, StreamingNystrom
 from kernelscale.streaming.skpca import SKPCA, StreamingMethod
 
-#: The ``model_type`` a saved streaming model carries in its JSON header.
+#: The ``model_type`` a saved streaming model carries in its JSON header (files of
+#: format version 1 held it in a ``params`` entry).
 MODEL_TYPE = "streaming_kpca"
 METHODS = {"skpca": SKPCA, "rnca": RNCA, "nystrom": StreamingNystrom}
 LOGGER = get_logger("streaming")
@@ -349,63 +350,47 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         return preserved_dtypes(tags)
 
 
-def streaming_model_state(estimator: StreamingKernelPCA) -> tuple[dict, dict]:
-    """A fitted estimator as plain arrays and a JSON-able dict (what the model file holds).
-
-    The dict holds ``"model_type": "streaming_kpca"``, the estimator's parameters
-    and the sketch's parameters (including the random-feature seed, from which
-    the feature map is rebuilt). :func:`streaming_model_from_state` inverts it.
-    """
-    check_is_fitted(estimator, "sketcher_")
-    est_params = estimator.get_params()
-    if not isinstance(est_params["random_state"], (Integral, type(None))):
-        est_params["random_state"] = None
-    meta = {
-        "model_type": MODEL_TYPE,
-        "format_version": 1,
-        "estimator": est_params,
-        "sketcher": estimator.sketcher_.params(),
-        "n_features_in": int(estimator.n_features_in_),
-    }
-    return estimator.sketcher_.to_arrays(), meta
+def streaming_state(estimator: StreamingKernelPCA) -> tuple[dict, dict]:
+    """The fitted sketch as plain arrays and its parameters (the random-feature seed
+    included, from which the feature map is rebuilt): what the model file holds
+    beyond the estimator's parameters (:mod:`kernelscale.model_registry`)."""
+    return estimator.sketcher_.to_arrays(), {"sketcher": estimator.sketcher_.params()}
 
 
-def streaming_model_from_state(arrays: dict, meta: dict) -> StreamingKernelPCA:
-    """The estimator of :func:`streaming_model_state`'s ``(arrays, meta)``."""
-    estimator = StreamingKernelPCA(**meta["estimator"])
+def restore_streaming(estimator: StreamingKernelPCA, arrays: dict, meta: dict) -> None:
+    """Set the fitted sketch of :func:`streaming_state` on ``estimator``."""
     sketcher_params = meta["sketcher"]
     estimator.sketcher_ = METHODS[sketcher_params["method"]].from_state(sketcher_params, arrays)
-    estimator.n_features_in_ = int(meta["n_features_in"])
     estimator._update_counts()
-    return estimator
+
+
+register_estimator(StreamingKernelPCA, streaming_state, restore_streaming,
+                   model_type=MODEL_TYPE, fitted_attribute="sketcher_")
 
 
 def save_streaming_model(estimator: StreamingKernelPCA, path) -> None:
-    """Write a fitted estimator as ``.npz``: plain arrays plus a JSON ``params`` string.
+    """:func:`kernelscale.save_model` for a fitted ``StreamingKernelPCA`` (``.npz`` added
+    to a path without it).
 
-    The JSON holds ``"model_type": "streaming_kpca"``, the estimator's parameters
-    and the sketch's parameters (including the random-feature seed, from which
-    the feature map is rebuilt). No pickle is involved. The file is written under a
-    temporary name and renamed into place, so a crash never leaves half a file.
+    The file holds the estimator's parameters and the sketch's (including the
+    random-feature seed, from which the feature map is rebuilt), as plain arrays
+    and JSON; no pickle. It is written under a temporary name and renamed into
+    place, so a crash never leaves half a file.
     """
-    arrays, meta = streaming_model_state(estimator)
+    if not isinstance(estimator, StreamingKernelPCA):
+        raise TypeError(
+            f"save_streaming_model saves a StreamingKernelPCA, not a "
+            f"{type(estimator).__name__}; save any fitted estimator or model with "
+            "kernelscale.save_model.")
     if not str(path).endswith(".npz"):  # np.savez's rule, which this function kept
         path = f"{path}.npz"
-    write_npz_atomically(path, params=np.array(json.dumps(meta)), **arrays)
+    save_model(estimator, path)
 
 
 def load_streaming_model(path) -> StreamingKernelPCA:
-    """Read a model written by :func:`save_streaming_model` (no pickle).
+    """:func:`kernelscale.load_model` of a file that holds a ``StreamingKernelPCA``.
 
-    The returned estimator can ``transform`` and keep streaming with ``partial_fit``.
+    The returned estimator can ``transform`` and keep streaming with
+    ``partial_fit``. A file that holds another model is a ``ValueError`` naming it.
     """
-    with np.load(path, allow_pickle=False) as data:
-        if "params" not in data.files:
-            raise ValueError(f"{path} is not a kernelscale model file (no 'params' entry).")
-        meta = json.loads(str(data["params"]))
-        arrays = {name: data[name] for name in data.files if name != "params"}
-    if meta.get("model_type") != MODEL_TYPE:
-        raise ValueError(
-            f"{path} holds a {meta.get('model_type')!r} model, not {MODEL_TYPE!r}."
-        )
-    return streaming_model_from_state(arrays, meta)
+    return load_model(path, expected_type=StreamingKernelPCA)

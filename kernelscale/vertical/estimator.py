@@ -29,11 +29,13 @@ from kernelscale.constraints import (
 )
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, kernel_name, make_kernel
 from kernelscale.linalg import like_input, preserved_dtypes
+from kernelscale.model_registry import register_estimator
 from kernelscale.partition import feature_block_partition
 from kernelscale.progress import get_logger, track_rounds, verbosity
 from kernelscale.runtime import Ledger
 from kernelscale.runtime.inputs import is_loader, is_loader_list, load_partition
 from kernelscale.runtime.validation import check_real
+from kernelscale.vertical.model_state import restore_vertical, vertical_state
 from kernelscale.vertical.oneshot import VERTICAL_KERNELS, one_shot_kpca, validate_vertical
 from kernelscale.vertical.projection import vertical_transform
 
@@ -367,3 +369,8 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = False
         return preserved_dtypes(tags)
+
+
+# Model files (kernelscale.save_model / load_model) hold this estimator too.
+register_estimator(VerticalKernelPCA, vertical_state, restore_vertical,
+                   model_type="vertical_kpca")
