@@ -155,10 +155,40 @@ def test_a_run_config_outside_the_allow_list_fails_at_once_naming_it(federation,
     output = tmp_path / "never.npz"
     log = flwr_run(federation, app, {"estimator": "KMeans", "output": str(output)})
     assert "estimator='KMeans' is not one that runs on Flower" in log
-    log = flwr_run(federation, app, {"estimator": "DistributedKernelPCA", "n-clusters": 3,
-                                     "output": str(output)})
-    assert "DistributedKernelPCA has no parameter 'n-clusters'" in log
-    assert not output.exists()
+    assert "round 1" not in log and not output.exists()
+
+
+@pytest.mark.parametrize("config, error, match", [
+    ({"estimator": "DistributedKernelPCA", "n-clusters": 3}, ValueError,
+     "DistributedKernelPCA has no parameter 'n-clusters'"),
+    ({"estimator": "FederatedKernelKMeans", "n-clusters": 0}, ValueError,
+     "'n_clusters' parameter of FederatedKernelKMeans must be an int in the range"),
+    ({"estimator": "VerticalKernelPCA", "client": "x"}, ValueError, "no parameter 'client'"),
+    ({"estimator": "DistributedKernelPCA", "output": ""}, ValueError, "output is empty"),
+    ({"estimator": "DistributedKernelPCA", "output": "/nonexistent/m.npz"}, PermissionError,
+     "/nonexistent does not exist or is not writable"),
+])
+def test_the_run_config_is_checked_before_any_round(config, error, match, tmp_path):
+    from kernelscale.backends.flower.runconfig import build_estimator
+
+    config = {"output": str(tmp_path / "m.npz"), **config}
+    with pytest.raises(error, match=match):
+        build_estimator(config)
+
+
+def test_the_run_config_sets_the_estimator_and_keeps_its_defaults(tmp_path):
+    from kernelscale.backends.flower.runconfig import build_estimator
+
+    (tmp_path / "old.npz").write_bytes(b"mine")
+    with pytest.raises(FileExistsError, match="overwrite=true"):
+        build_estimator({"estimator": "DistributedKernelPCA",
+                         "output": str(tmp_path / "old.npz")})
+    estimator, options = build_estimator({
+        "estimator": "DistributedKernelPCA", "n-components": 3, "max-words": 100000,
+        "gamma": "", "output": str(tmp_path / "new.npz"), "kernelscale-relay": ""})
+    assert estimator.n_components == 3 and estimator.max_words == 100000
+    assert estimator.gamma is None  # "" keeps the default
+    assert options["n-workers"] == 0 and options["data-key"] == "partition-path"
 
 
 def test_a_flower_cluster_fits_over_tls(federation):
