@@ -109,6 +109,7 @@ def test_the_secure_federation_starts_with_tls_and_registered_nodes(federation):
     for args in federation.commands[1:]:
         assert "--insecure" not in args and "--auth-supernode-private-key" in args
         assert args[args.index("--root-certificates") + 1] == str(federation.root_certificates)
+        assert "--ssl-certfile" in args  # its Runtime API too: the executor speaks TLS
 
 
 def test_flwr_run_fits_fk_kmeans_to_the_in_process_model(federation, app, tmp_path):

@@ -88,7 +88,8 @@ class LocalFederation:
         (``--isolation subprocess``), only the waits shortened (for comparisons).
     tls : bool, default=False
         Serve the SuperLink over TLS with a throwaway CA (``workdir/keys``); the
-        nodes and ``flwr`` verify it with :attr:`root_certificates`.
+        nodes and ``flwr`` verify it with :attr:`root_certificates`. Each node
+        serves its Runtime API (to its ClientApp process) over TLS too.
     node_auth : bool, default=False
         SuperNode authentication: each node gets a key pair, its public key is
         registered (``flwr supernode register``) before it starts, and the
@@ -164,9 +165,15 @@ class LocalFederation:
                                     stdin=subprocess.DEVNULL)
 
     def _security_args(self) -> list[str]:
+        """A node's TLS options: it verifies the SuperLink with the CA, and serves its own
+        Runtime API (to its ClientApp process) over TLS with the same throwaway
+        certificate (valid for 127.0.0.1)."""
         if not self.tls:
             return ["--insecure"]
-        return ["--root-certificates", str(self.root_certificates)]
+        files = self._tls_files
+        return ["--root-certificates", str(self.root_certificates),
+                "--ssl-certfile", str(files["cert"]), "--ssl-keyfile", str(files["key"]),
+                "--ssl-ca-certfile", str(files["ca"])]
 
     def flwr_env(self) -> dict:
         """Environment for ``flwr`` commands against this federation (its ``FLWR_HOME``)."""
