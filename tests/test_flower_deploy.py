@@ -207,6 +207,21 @@ def test_a_flower_cluster_fits_over_tls(federation):
                                atol=TOL)
 
 
+def test_an_estimator_fits_through_a_named_flower_connection(federation, monkeypatch):
+    """client="<connection name>": the address and the CA certificate come from the user's
+    Flower configuration ($FLWR_HOME/config.toml), as for `flwr run`."""
+    from kernelscale import DistributedKernelPCA
+
+    monkeypatch.setenv("FLWR_HOME", str(federation.flwr_home))
+    options = dict(n_components=2, gamma=0.05, method="random_features",
+                   n_random_features=50, random_state=0, n_workers=3)
+    local = DistributedKernelPCA(**options).fit(ROWS)
+    flower = DistributedKernelPCA(**options, backend="flower", client=federation.connection,
+                                  timeout=120).fit(None)
+    assert flower.communication_.copy("fit") == local.communication_.copy("fit")
+    np.testing.assert_allclose(flower.transform(X), local.transform(X), rtol=TOL, atol=TOL)
+
+
 def test_a_run_that_cannot_connect_fails_at_once_with_its_cause(federation):
     """No CA certificate for a TLS SuperLink: `flwr run` fails; the error is its own output
     (certificate verification), raised when the command ends, not at start_timeout."""
