@@ -108,13 +108,15 @@ def add_subcommand(subparsers) -> None:
 
 
 def run_flower_app(args) -> int:
-    from kernelscale.backends.flower.runconfig import estimator_class
+    from kernelscale.backends.flower.runconfig import estimator_class, run_parameters
 
-    estimator_class(args.estimator)  # one of the allow-list, or a clear error
+    cls = estimator_class(args.estimator)  # one of the allow-list, or a clear error
     target = write_fit_app(args.directory, {"estimator": args.estimator,
                                             "output": args.output}, force=args.force)
+    params = ", ".join(p.replace("_", "-") for p in run_parameters(cls))
     print(f"kernelscale: wrote {target}\nrun it with: flwr run {args.directory} <connection> "
-          "--stream --run-config 'n-clusters=10 output=\"/path/model.npz\"'")
+          "--stream --run-config 'output=\"/path/on/the/superlink/model.npz\" n-workers=3 "
+          f"...'\n{args.estimator}'s parameters: {params}")
     return 0
 
 
