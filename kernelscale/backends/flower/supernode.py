@@ -113,7 +113,12 @@ def main() -> int:
         warnings.warn("This Flower version's SuperNode loop is not the one this launcher "
                       "knows; running it with its own waits.", RuntimeWarning, stacklevel=1)
     argv = sys.argv[1:]
-    if _option(argv, "--isolation", "") == "" and _executor_supported():
+    secret = _option(argv, "--superexec-auth-secret-file", "")
+    if secret:  # the long-lived executor does not speak SuperExec authentication
+        warnings.warn("--superexec-auth-secret-file: the SuperNode starts Flower's own "
+                      "ClientApp process per message (no long-lived executor).",
+                      RuntimeWarning, stacklevel=1)
+    if _option(argv, "--isolation", "") == "" and not secret and _executor_supported():
         host = _option(argv, "--host", UVICORN_DEFAULT_HOST)
         port = _option(argv, "--port", str(SUPERNODE_UVICORN_DEFAULT_PORT))
         host = f"[{host}]" if ":" in host else host
