@@ -47,6 +47,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "kernelscale.vertical.cli",
     "kernelscale.bench.cli",
     "kernelscale.horizontal.cli",
+    "kernelscale.backends.flower.cli",
 ]
 
 DEMO_METHODS = (

@@ -69,10 +69,14 @@ def make_cluster(
     backend : {"local", "dask", "flower"}, default="local"
         In-process workers, one Dask actor per partition, or one Flower
         SuperNode per partition (:class:`~kernelscale.backends.flower.cluster.FlowerCluster`).
-    client : distributed.Client or str, optional
+    client : distributed.Client, str or dict, optional
         Required with ``backend="dask"`` (see
         :func:`~kernelscale.backends.dask.client.dask_client`); with
-        ``backend="flower"``, the SuperLink's ``host:port``.
+        ``backend="flower"``, the SuperLink's ``host:port`` (no TLS), the name of
+        a connection of your Flower configuration, or a dict of
+        :class:`~kernelscale.backends.flower.cluster.FlowerCluster` options such as
+        ``{"superlink": "host:port", "root_certificates": "ca.crt"}``
+        (:func:`~kernelscale.backends.flower.cluster.flower_cluster`).
     workers, timeout, retry_lost
         Options of :class:`~kernelscale.backends.dask.cluster.DaskCluster` (Dask only).
     n_jobs : int or None

@@ -551,7 +551,8 @@ def test_every_option_has_a_help_text():
                if not (action.help or "").strip()]
     assert missing == []
     assert {name for name, _ in _parsers()} == {
-        "kernelscale", "demo", "fit", "transform", "stream", "vertical", "bench", "plan"}
+        "kernelscale", "demo", "fit", "transform", "stream", "vertical", "bench", "plan",
+        "flower-app"}
 
 
 def test_help_names_the_data_formats_and_transforms_arguments(capsys):

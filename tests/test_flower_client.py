@@ -79,3 +79,43 @@ def test_a_data_key_needs_a_flower_cluster(parts):
                                client=LocalCluster(parts))
     with pytest.raises(TypeError, match=r"fit\('block-path'\) names the node-config key"):
         est.fit("block-path")
+
+
+def test_client_names_the_flower_connection_or_its_tls_options(monkeypatch, tmp_path):
+    """client="host:port" (plain, localhost), a connection name (the user's Flower
+    configuration) or a dict of FlowerCluster options (the CA certificate...)."""
+    from kernelscale.backends.flower import cluster as flower
+
+    made = []
+
+    class Recording:
+        def __init__(self, superlink, n_workers, **options):
+            made.append((superlink, n_workers, options))
+
+    monkeypatch.setattr(flower, "FlowerCluster", Recording)
+    flower.flower_cluster(3, "127.0.0.1:9093", timeout=5.0)
+    flower.flower_cluster(3, "my-federation", data_key="block-path")
+    flower.flower_cluster(2, {"superlink": "10.0.0.5:9093", "root_certificates": "ca.crt",
+                              "lost": "drop"})
+    assert made == [
+        ("127.0.0.1:9093", 3, {"timeout": 5.0, "data_key": "partition-path"}),
+        (None, 3, {"connection": "my-federation", "timeout": 600.0, "data_key": "block-path"}),
+        ("10.0.0.5:9093", 2, {"root_certificates": "ca.crt", "lost": "drop",
+                              "timeout": 600.0, "data_key": "partition-path"})]
+    with pytest.raises(ValueError, match="name of a connection"):
+        flower.flower_cluster(3, 9093)
+
+
+def test_contradictory_tls_options_are_refused_before_any_process(tmp_path):
+    from kernelscale.backends.flower.cluster import FlowerCluster
+
+    ca = tmp_path / "ca.crt"
+    ca.write_text("not checked before use")
+    with pytest.raises(ValueError, match="cannot be used with insecure=True"):
+        FlowerCluster("127.0.0.1:1", 3, root_certificates=ca, insecure=True)
+    with pytest.raises(ValueError, match="takes its TLS settings from your Flower"):
+        FlowerCluster(None, 3, connection="mine", root_certificates=ca)
+    with pytest.raises(ValueError, match="not both or neither"):
+        FlowerCluster(None, 3)
+    with pytest.raises(FileNotFoundError, match="root_certificates: no such file"):
+        FlowerCluster("127.0.0.1:1", 3, root_certificates=tmp_path / "missing.crt")

@@ -145,9 +145,12 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         Run the clients in-process, each in a Dask actor, or each on a Flower
         SuperNode (same result, same words). With ``'flower'``, ``fit(None)``:
         ``n_workers`` SuperNodes hold the data (see ``docs/federated.md``).
-    client : distributed.Client, str or FlowerCluster, optional
+    client : distributed.Client, str, dict or FlowerCluster, optional
         The Dask client for ``backend='dask'``. For ``backend='flower'``: the
-        SuperLink's ``host:port``, or a ready cluster to use its options, e.g.
+        SuperLink's ``host:port`` (no TLS: localhost), the name of a connection
+        of your Flower configuration (its address and CA certificate), a dict of
+        ``FlowerCluster`` options (``{"superlink": "host:port",
+        "root_certificates": "ca.crt"}``), or a ready cluster to use its options, e.g.
         ``client=FlowerCluster("127.0.0.1:9093", n_workers=3, secure_rounds="all",
         lost="drop")`` (SecAgg+ sums, within its ``secure_range``, and dropping
         lost nodes; see :class:`~kernelscale.backends.flower.cluster.FlowerCluster`): the fit runs

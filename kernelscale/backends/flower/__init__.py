@@ -1,12 +1,19 @@
-"""The Flower backend: :class:`FlowerCluster`, every worker a Flower SuperNode.
+"""The Flower backend: every worker a Flower SuperNode.
 
-``cluster``: the cluster (the master's side); ``app``: the ServerApp (a relay) and
-the ClientApp (the worker); ``secagg``: summed rounds through SecAgg+; ``wire``:
-what both sides share (message names, records); ``local``: a federation on one
-machine (:class:`LocalFederation`); ``supernode``: the SuperNode launcher (process
-isolation, short waits); ``executor``: the long-lived ClientApp process beside
-each node. Needs ``kernelscale[flower]``; nothing here imports Flower until
-it is used.
+``rounds``: what every Flower cluster shares (Messages per round, lost nodes,
+SecAgg+ rounds); ``grid``: :class:`GridCluster`, the rounds on a ServerApp's
+Grid; ``fitting`` and ``runconfig``: the ServerApp that fits an estimator named
+in the run config (``flwr run``), and its run config; ``cli``: ``kernelscale
+flower-app``; ``cluster``: :class:`FlowerCluster`, rounds driven from a Python
+process on the SuperLink's machine through a relay ServerApp; ``connection``:
+Flower connections, TLS options and what answers at an address; ``app``: the
+ClientApp (the worker) and the ServerApps; ``secagg``: summed rounds through
+SecAgg+; ``wire``: what both sides share (message names, records); ``local``: a
+federation on one machine (:class:`LocalFederation`, with TLS and node
+authentication on request; ``certificates`` makes its throwaway keys);
+``supernode``: the SuperNode launcher (process isolation, short waits);
+``executor``: the long-lived ClientApp process beside each node. Needs
+``kernelscale[flower]``; nothing here imports Flower until it is used.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from kernelscale._lazy import lazy_exports
 
 _EXPORTS = {
     "FlowerCluster": "kernelscale.backends.flower.cluster",
+    "GridCluster": "kernelscale.backends.flower.grid",
     "LocalFederation": "kernelscale.backends.flower.local",
 }
 

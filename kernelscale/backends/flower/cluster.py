@@ -9,10 +9,16 @@ API, so the unchanged master functions (``diskpca``, ``fk_kmeans``,
         result = fk_kmeans(cluster, 3, random_state=0)
     print(cluster.ledger.summary())
 
-How a round travels. Opening a FlowerCluster submits a run (``flwr run``) of the
-app of :mod:`kernelscale.backends.flower.app`. Its ServerApp connects back to this
-process (an authenticated local socket, the key in a file only this user can
-read) and relays each round: one ``query.kernelscale`` Message per SuperNode with
+A same-machine convenience. The way a Flower user fits is ``flwr run`` of the
+fitting ServerApp (:mod:`kernelscale.backends.flower.fitting`), from anywhere,
+over the user's own TLS connection: the master function then runs inside the
+ServerApp. A FlowerCluster instead drives the rounds from this Python process,
+which must run on the SuperLink's machine: opening it submits a run
+(``flwr run``, over TLS when given the CA certificate or a named connection) of
+the relay app of :mod:`kernelscale.backends.flower.app`, whose ServerApp
+connects back to this process over the loopback interface only (an
+authenticated but unencrypted local socket, the key in a file only this user
+can read) and relays each round: one ``query.kernelscale`` Message per SuperNode with
 the step's *name* and its arguments as data, sent with the Grid's
 ``push_messages`` and collected with ``pull_messages`` as the replies come. The
 master function itself runs here, so its result and its ledger are ordinary
@@ -27,7 +33,9 @@ in the ledger) finds them.
 Lost nodes. A SuperNode that stops (SIGTERM) leaves the federation at once; one
 that is killed is reported by the SuperLink when its heartbeat is overdue (up to
 about a minute with Flower's 30 s heartbeat), or by the round's ``timeout``,
-whichever comes first. With ``lost="error"`` (the default) the round raises one
+whichever comes first. A run that fails before its ServerApp connects (a wrong
+certificate, an unreachable SuperLink) is reported at once with the run's own
+output. With ``lost="error"`` (the default) the round raises one
 :class:`~kernelscale.runtime.WorkerError` naming the worker, its node and the
 round. With ``lost="drop"`` the node is dropped for the rest of the fit as the
 estimators' ``dropout=`` drops a client, inside the rounds of a protocol that
@@ -46,11 +54,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import secrets
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -59,10 +65,17 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelscale.runtime.cluster import Cluster, WorkerError
-from kernelscale.runtime.ledger import DOWN, UP, Message
-from kernelscale.runtime.lost import LOST_POLICIES, scale_reply
-from kernelscale.runtime.steps import step_name
+from kernelscale.backends.flower.connection import (
+    check_tls_options,
+    connection_toml,
+    flower_env,
+    flwr_command,
+    named_connection,
+    probe_superlink,
+)
+from kernelscale.backends.flower.rounds import FlowerRounds, round_half
+from kernelscale.runtime.cluster import Cluster
+from kernelscale.runtime.lost import LOST_POLICIES
 
 APP_TOML = """\
 [build-system]
@@ -90,28 +103,32 @@ clientapp = "kernelscale.backends.flower.app:client_app"
 kernelscale-relay = ""
 kernelscale-key-file = ""
 """
+RELAY_HOST = "127.0.0.1"  # the relay listens on the loopback interface only
 
 
-def flower_env(home: str | os.PathLike | None = None) -> dict:
-    """Environment for Flower's commands: no telemetry, no update checks, ``FLWR_HOME``."""
-    env = dict(os.environ, FLWR_TELEMETRY_ENABLED="0", FLWR_DISABLE_UPDATE_CHECK="1",
-               PYTHONUNBUFFERED="1")
-    if home is not None:
-        env["FLWR_HOME"] = str(home)
-    return env
-
-
-class FlowerCluster(Cluster):
+class FlowerCluster(FlowerRounds):
     """A :class:`~kernelscale.runtime.Cluster` whose workers are Flower SuperNodes.
 
     Parameters
     ----------
-    superlink : str
-        ``host:port`` of the SuperLink (its ``--port``; Fleet, Control and
-        ServerApp APIs share it in flwr 1.41).
+    superlink : str or None
+        ``host:port`` of the SuperLink (its ``--port``: Fleet, Control and
+        ServerApp APIs share it since flwr 1.41); ``None`` with ``connection``.
     n_workers : int
         Number of partitions; the SuperNodes must carry ``partition-id`` 0 to
         ``n_workers - 1`` in their node config.
+    root_certificates : path, optional
+        The CA certificate (PEM) that signed the SuperLink's TLS certificate
+        (Flower's ``root-certificates``): the run is submitted over TLS.
+    insecure : bool or None, default=None
+        Talk to the SuperLink without TLS. ``None``: TLS when
+        ``root_certificates`` is given, plain text otherwise (a SuperLink
+        started with ``--insecure``, on localhost only). ``False`` without
+        ``root_certificates`` verifies with the system's CA bundle.
+    connection : str, optional
+        The name of a SuperLink connection in your Flower configuration
+        (``$FLWR_HOME/config.toml``, ``~/.flwr`` by default), with its address and
+        TLS settings, instead of ``superlink``.
     data_key : str, default="partition-path"
         The node-config key holding the file of the node's partition (read with
         ``kernelscale.datasets.load`` on the node). A node may hold several
@@ -122,11 +139,6 @@ class FlowerCluster(Cluster):
         What a lost node does to the fit (see the module docstring).
     start_timeout : float, default=180
         Seconds to wait for the run to start and the nodes to connect.
-    relay_host : str, default="127.0.0.1"
-        Address of this process as seen from the SuperLink's machine (its
-        ServerApp connects back to it).
-    insecure : bool, default=True
-        Talk to the SuperLink without TLS (Flower's ``insecure = true``).
     secure_rounds : None, "all" or iterable of str, default=None
         Summed rounds (``reduce="sum"``) to run through Flower's SecAgg+ so that
         the server learns only the sum: ``"all"`` of them, or those named. Their
@@ -157,48 +169,55 @@ class FlowerCluster(Cluster):
         True: a round takes a message through the SuperLink and back, so the
         estimators show a progress bar in an interactive terminal even at
         ``verbose=0`` (:mod:`kernelscale.progress`).
+
+    Notes
+    -----
+    The relay between the run's ServerApp and this process listens on
+    127.0.0.1 and is not encrypted: this process must run on the SuperLink's
+    machine, as the user who can read its temporary key file. From anywhere
+    else, fit with ``flwr run`` of the fitting app (``docs/flower.md``).
     """
 
-    show_progress = True
-
-    def __init__(self, superlink: str, n_workers: int, *, data_key: str = "partition-path",
-                 timeout: float = 600.0, lost: str = "error", start_timeout: float = 180.0,
-                 relay_host: str = "127.0.0.1", insecure: bool = True,
-                 secure_rounds=None, secure_range: float = 1e4, secure_levels: int = 2**24,
+    def __init__(self, superlink: str | None, n_workers: int, *, root_certificates=None,
+                 insecure: bool | None = None, connection: str | None = None,
+                 data_key: str = "partition-path", timeout: float = 600.0,
+                 lost: str = "error", start_timeout: float = 180.0, secure_rounds=None,
+                 secure_range: float = 1e4, secure_levels: int = 2**24,
                  secure_threshold: float = 2 / 3):
         if lost not in LOST_POLICIES:
             raise ValueError(f"lost must be one of {LOST_POLICIES}, got {lost!r}.")
         if not timeout > 0 or not start_timeout > 0:
             raise ValueError("timeout and start_timeout must be positive numbers of seconds.")
+        insecure = check_tls_options(superlink, connection, root_certificates, insecure)
         if importlib.util.find_spec("flwr") is None:
             raise ImportError("backend='flower' needs Flower: pip install 'kernelscale[flower]'.")
-        if secure_rounds is not None and not 2**32 // int(secure_levels) >= n_workers:
-            raise ValueError(f"secure_levels={secure_levels} leaves room for fewer than "
-                             f"{n_workers} clients in SecAgg+'s 2**32 modulus.")
-        if secure_rounds is not None and n_workers < 2:
-            raise ValueError("A secure sum needs at least two clients.")
-        super().__init__(n_workers)
-        self.secure_rounds = (secure_rounds if secure_rounds in (None, "all")
-                              else frozenset(secure_rounds))
-        self.secure_range, self.secure_levels = float(secure_range), int(secure_levels)
-        self.secure_threshold = float(secure_threshold)
-        self.secure_views: dict = {}
-        self.superlink, self.data_key = str(superlink), str(data_key)
-        self.timeout, self.lost = float(timeout), lost
-        self.node_ids: list[int] = []
-        self._epoch = 0
-        self._reduce = None
+        super().__init__(n_workers, data_key=data_key, timeout=timeout, lost=lost,
+                         secure_rounds=secure_rounds, secure_range=secure_range,
+                         secure_levels=secure_levels, secure_threshold=secure_threshold)
+        self.superlink, self.connection = superlink, connection
+        self.root_certificates, self.insecure = root_certificates, insecure
+        self.where = str(superlink) if connection is None else f"connection {connection!r}"
         self._connection = None
         self._run_process: subprocess.Popen | None = None
         self._workdir = Path(tempfile.mkdtemp(prefix="kernelscale-flower-"))
         try:
-            self._start(start_timeout, relay_host, insecure)
+            self._start(start_timeout)
         except BaseException:
             self.close()
             raise
 
     # ------------------------------------------------------------------ start-up
-    def _start(self, start_timeout: float, relay_host: str, insecure: bool) -> None:
+    def _flower_home(self) -> tuple[dict, str]:
+        """The environment and the connection name for ``flwr run``."""
+        if self.connection is not None:  # the user's own configuration
+            return flower_env(), self.connection
+        home = self._workdir / "flwr_home"
+        home.mkdir()
+        (home / "config.toml").write_text(connection_toml(
+            "kernelscale", self.superlink, self.root_certificates, self.insecure))
+        return flower_env(home), "kernelscale"
+
+    def _start(self, start_timeout: float) -> None:
         import kernelscale
 
         start = time.perf_counter()
@@ -206,15 +225,11 @@ class FlowerCluster(Cluster):
         key_file = self._workdir / "relay.key"
         key_file.touch(mode=0o600)
         key_file.write_bytes(key)
-        listener = Listener((relay_host, 0), authkey=key)
+        listener = Listener((RELAY_HOST, 0), authkey=key)
         app = self._workdir / "app"
         app.mkdir()
         (app / "pyproject.toml").write_text(APP_TOML.format(version=kernelscale.__version__))
-        home = self._workdir / "flwr_home"
-        home.mkdir()
-        (home / "config.toml").write_text(
-            '[superlink]\ndefault = "kernelscale"\n\n[superlink.kernelscale]\n'
-            f'address = "{self.superlink}"\ninsecure = {str(bool(insecure)).lower()}\n')
+        env, connection = self._flower_home()
         host, port = listener.address
         overrides = (f'kernelscale-relay="{host}:{port}" '
                      f'kernelscale-key-file="{key_file}"')
@@ -228,67 +243,51 @@ class FlowerCluster(Cluster):
 
         waiter = threading.Thread(target=accept, daemon=True)
         waiter.start()
-        log = open(self._workdir / "flwr-run.log", "wb")
-        self._run_process = subprocess.Popen(
-            [_flwr(), "run", str(app), "kernelscale", "--run-config", overrides],
-            env=flower_env(home), stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL)
+        # --stream: the command lives as long as the run, so a run that fails before its
+        # ServerApp connects ends it, with the run's own log, and we say so at once.
+        with open(self._workdir / "flwr-run.log", "wb") as log:
+            self._run_process = subprocess.Popen(
+                [flwr_command(), "run", str(app), connection, "--run-config", overrides,
+                 "--stream"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + start_timeout
         try:
             while waiter.is_alive() and time.monotonic() < deadline:
                 code = self._run_process.poll()
-                if code not in (None, 0):
-                    raise RuntimeError(f"`flwr run` failed (exit {code}):\n{self._run_log()}")
+                if code is not None:
+                    raise RuntimeError(f"`flwr run` on {self.where} failed before the kernelscale "
+                                       f"ServerApp connected (exit {code}){self._diagnosis()}:"
+                                       f"\n{self._run_log()}")
                 waiter.join(0.05)
         finally:
             listener.close()
         if "connection" not in accepted:
             raise TimeoutError(
                 f"The kernelscale ServerApp did not connect within {start_timeout:g} s "
-                f"(is a SuperLink listening on {self.superlink}?).\n{self._run_log()}")
+                f"(is a SuperLink listening on {self.where}?).\n{self._run_log()}")
         self._connection = accepted["connection"]
         self._find_nodes(deadline)
         self.startup_seconds = time.perf_counter() - start
 
+    def _diagnosis(self) -> str:
+        """Why the SuperLink could not be reached, when Flower only says "unavailable"."""
+        if "unavailable" not in self._run_log():
+            return ""
+        address, root, insecure = self.superlink, self.root_certificates, self.insecure
+        if self.connection is not None:
+            address, root, insecure = named_connection(self.connection)
+        if not address:
+            return ""
+        return "; " + probe_superlink(address, root, insecure)
+
     def _run_log(self) -> str:
         path = self._workdir / "flwr-run.log"
-        return path.read_text(errors="replace")[-2000:] if path.exists() else ""
-
-    def _find_nodes(self, deadline: float) -> None:
-        """Wait for ``n_workers`` SuperNodes, then map partition ids to node ids (hello).
-
-        A node killed recently is still listed until its heartbeat is overdue, so
-        the hello ends as soon as ``n_workers`` nodes answered, and goes also to the
-        nodes that join while it waits (a node started again).
-        """
-        while True:
-            nodes = sorted(self._request({"op": "nodes"})["nodes"])
-            if len(nodes) >= self.n_workers:
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"Only {len(nodes)} of {self.n_workers} SuperNodes connected "
-                                   f"to {self.superlink}.")
-            time.sleep(0.2)
-        hello = self._records({"op": "hello", "data-key": self.data_key})
-        events = self._round("hello", [(n, hello) for n in nodes],
-                             max(1.0, deadline - time.monotonic()), need=self.n_workers,
-                             joined=nodes)
-        by_partition: dict[int, int] = {}
-        for index, (event, content) in events.items():
-            if event == "reply" and "error" in content["kernelscale"]:
-                raise RuntimeError(f"SuperNode {nodes[index]} did not say hello: "
-                                   f"{content['kernelscale']['error']}")
-            if event == "reply":
-                by_partition[int(content["kernelscale"]["partition-id"])] = nodes[index]
-        missing = [i for i in range(self.n_workers) if i not in by_partition]
-        if missing:
-            raise ValueError(
-                f"No SuperNode holds partition(s) {missing}; the nodes hold "
-                f"{sorted(by_partition)}. Start each node with --node-config "
-                f"'partition-id=<i> {self.data_key}=\"<file>\"'.")
-        self.node_ids = [by_partition[i] for i in range(self.n_workers)]
+        return path.read_text(errors="replace")[-3000:] if path.exists() else ""
 
     # ------------------------------------------------------------------ relay I/O
+    def _list_nodes(self) -> list[int]:
+        return list(self._request({"op": "nodes"})["nodes"])
+
     def _request(self, header: dict, blobs=()) -> dict:
         self._check_open()
         self._connection.send_bytes(json.dumps(header).encode())
@@ -311,17 +310,6 @@ class FlowerCluster(Cluster):
     def _check_open(self) -> None:
         if self._connection is None:
             raise RuntimeError("This FlowerCluster is closed; open a new one.")
-
-    @staticmethod
-    def _records(header: dict, args=None):
-        from flwr.app import ConfigRecord, RecordDict
-
-        from kernelscale.backends.flower.wire import HEADER, put_payload
-
-        content = RecordDict({HEADER: ConfigRecord(header)})
-        if args is not None:
-            put_payload(content, "args", args)
-        return content
 
     def _round(self, round: str, messages: list, timeout: float, need: int = 0,
                joined: list | None = None) -> dict:
@@ -354,157 +342,16 @@ class FlowerCluster(Cluster):
             else:
                 events[event["index"]] = (kind, event["reason"])
 
-    # ------------------------------------------------------------------ rounds
-    def is_secure(self, round: str) -> bool:
-        """Does the summed round ``round`` go through SecAgg+?"""
-        return self.secure_rounds == "all" or (
-            self.secure_rounds is not None and round in self.secure_rounds)
+    def _secure_sum(self, header: dict, blobs: list[bytes]):
+        from kernelscale.backends.flower.wire import from_npy
 
-    def scatter_map(self, step, per_worker_args, round, kind="model", reply_kind="sketch",
-                    reduce=None):
-        if reduce == "sum" and self.is_secure(round):
-            return self._secure_round(step, per_worker_args, round, kind)
-        self._reduce = reduce
-        try:
-            return super().scatter_map(step, per_worker_args, round=round, kind=kind,
-                                       reply_kind=reply_kind, reduce=reduce)
-        finally:
-            self._reduce = None
-
-    def worker_name(self, worker: int) -> str:
-        return f"node {self.node_ids[worker]}"
-
-    def worker_host(self, worker: int) -> str:
-        return f"Flower node {self.node_ids[worker]}"
-
-    def reset(self) -> None:
-        """Start a new protocol run on every node: the next message drops the old state."""
-        self._epoch += 1
-        self._start_protocol_run()
-        self._idle_since = time.perf_counter()
-
-    def _run(self, step, per_worker_args, round, deliver):
-        from kernelscale.backends.flower.wire import get_payload
-
-        name = step_name(step)  # refuses anything that is not a registered step
-        live = [w for w in range(self.n_workers) if w not in self.lost_workers]
-        messages = [(self.node_ids[w], self._records(
-            {"op": "step", "step": name, "round": round, "epoch": self._epoch, "worker": w,
-             "data-key": self.data_key}, per_worker_args[w])) for w in live]
-        events = self._round(round, messages, self.timeout)
-        failures: dict[int, str] = {}
-        lost: dict[int, str] = {}
-        replies: dict[int, tuple] = {}
-        for index, (event, value) in events.items():
-            worker = live[index]
-            if event == "reply" and "error" in value["kernelscale"]:
-                failures[worker] = str(value["kernelscale"]["error"])
-            elif event == "reply":
-                reply = get_payload(value, "reply")
-                replies[worker] = (reply, float(value["kernelscale"]["seconds"]))
-            elif event == "error":
-                failures[worker] = value
-            else:
-                lost[worker] = value
-        if failures:
-            worker = min(failures)
-            raise WorkerError(worker, round, f"node {self.node_ids[worker]}: {failures[worker]}")
-        self.settle_lost(lost, round)
-        for worker in range(self.n_workers):
-            reply, seconds = replies.get(worker, (None, 0.0))
-            deliver(worker, reply, seconds)
-
-    def _secure_round(self, step, per_worker_args, round, kind):
-        """A summed round through SecAgg+: counts, times and returns only the sum."""
-        from kernelscale.backends.flower.wire import from_npy, to_bytes
-        from kernelscale.runtime import codec
-
-        name = step_name(step)
-        if len(per_worker_args) != self.n_workers:
-            raise ValueError(f"scatter_map got {len(per_worker_args)} argument tuples "
-                             f"for {self.n_workers} workers.")
-        live = [w for w in range(self.n_workers) if w not in self.lost_workers]
-        if self.lost_workers and not self.tolerates_lost:
-            worker = min(self.lost_workers)
-            raise WorkerError(worker, round, f"node {self.node_ids[worker]} was lost earlier "
-                              f"in the fit{self._no_drop_here()}")
-        if len(live) < 2:
-            worker = min(self.lost_workers)
-            raise WorkerError(worker, round, f"a secure sum needs at least two clients and "
-                              f"only {len(live)} is left: node {self.node_ids[worker]} was lost "
-                              "earlier in the fit")
-        start = time.perf_counter()
-        master_seconds = start - self._idle_since
-        for worker in live:
-            for arg in per_worker_args[worker]:
-                self.ledger.record(round, self._phase, DOWN, kind, worker, arg)
-        contents = [self._records(
-            {"op": "step", "step": name, "round": round, "epoch": self._epoch, "worker": w,
-             "data-key": self.data_key, "secure-range": self.secure_range},
-            tuple(per_worker_args[w])) for w in live]
-        threshold = max(2, round_half(self.secure_threshold * len(live)))
-        header = {"op": "secure_sum", "round": round, "timeout": self.timeout,
-                  "secure_range": self.secure_range, "secure_levels": self.secure_levels,
-                  "threshold": threshold,
-                  "messages": [[int(self.node_ids[w]), "train"] for w in live]}
-        try:
-            reply = self._request(header, [to_bytes(c) for c in contents])
-            worker_of = {node: w for w, node in enumerate(self.node_ids)}
-            sums = [from_npy(self._connection.recv_bytes()) for _ in range(reply["n_sum"])]
-            view = {}
-            for node in sorted(int(n) for n in reply["masked"]):
-                view[worker_of[node]] = [from_npy(self._connection.recv_bytes())
-                                         for _ in range(reply["masked"][str(node)])]
-        finally:
-            self._idle_since = time.perf_counter()
-        self.secure_views[round] = view
-        lost = {worker_of[int(n)]: f"at SecAgg+ stage '{stage}': {why}"
-                for n, (stage, why) in reply["lost"].items()}
-        errors = {worker_of[int(n)]: f"at SecAgg+ stage '{stage}': {why}"
-                  for n, (stage, why) in reply["errors"].items()}
-        if lost and (self.lost == "error" or not self.tolerates_lost
-                     or reply["tree"] is None or errors):
-            worker = min(lost)
-            left = len(live) - len(lost)
-            why = ""
-            if left < threshold:
-                why = (f"; SecAgg+ cannot finish without it: its reconstruction threshold "
-                       f"needs {threshold} of the {len(live)} clients and {left} are left")
-            elif not self.tolerates_lost:
-                why = self._no_drop_here()
-            elif errors:
-                other = min(errors)
-                why = f"; then node {self.node_ids[other]} failed {errors[other]}"
-            raise WorkerError(worker, round, f"the secure sum failed: node "
-                              f"{self.node_ids[worker]} was lost {lost[worker]}{why}")
-        if errors:
-            worker = min(errors)
-            raise WorkerError(worker, round, f"the secure sum failed: node "
-                              f"{self.node_ids[worker]} failed {errors[worker]}")
-        answered = {worker_of[int(n)] for n in reply["answered"]}
-        if reply["tree"] is None or not answered:
-            missing = sorted(set(live) - answered) or live
-            raise WorkerError(missing[0], round, "the secure sum failed: node "
-                              f"{self.node_ids[missing[0]]} did not complete SecAgg+ "
-                              f"({'; '.join(reply['failures']) or 'no reply'})")
-        for worker in sorted(lost):
-            self.drop_worker(worker, round, lost[worker])
-        for stage, node, direction, kind_, words, nbytes in reply["transcript"]:
-            # the masked uploads under the round, SecAgg+'s own messages under its stages
-            name = round if kind_ == "secure_sum" else f"{round} (SecAgg+ {stage})"
-            if words:
-                self.ledger.extend([Message(
-                    name, self._phase, DOWN if direction == "down" else UP, kind_,
-                    worker_of[int(node)], int(words), int(nbytes))])
-        seconds = self._idle_since - start
-        worker_seconds = [reply["seconds"].get(str(n), 0.0) for n in self.node_ids]
-        self.ledger.record_time(round, self._phase, master_seconds, seconds, worker_seconds)
-        for listener in self._listeners:
-            listener(round, self._phase, seconds)
-        total = codec.decode(reply["tree"], sums)
-        if len(answered) < self.n_workers:  # a ratio estimate, as in the clear rounds
-            total = scale_reply(total, self.rescale_factor(answered))
-        return total
+        reply = self._request(header, blobs)
+        sums = [from_npy(self._connection.recv_bytes()) for _ in range(reply["n_sum"])]
+        masked = {}
+        for node in sorted(int(n) for n in reply["masked"]):
+            masked[node] = [from_npy(self._connection.recv_bytes())
+                            for _ in range(reply["masked"][str(node)])]
+        return reply, sums, masked
 
     # ------------------------------------------------------------------ shutdown
     def close(self) -> None:
@@ -526,13 +373,22 @@ class FlowerCluster(Cluster):
         shutil.rmtree(self._workdir, ignore_errors=True)
 
 
-def flower_cluster(data, client, data_key: str | None = None, timeout: float = 600.0):
-    """A FlowerCluster on the SuperLink ``client`` with ``data`` SuperNodes (``make_cluster``).
 
-    ``client`` may be a ready :class:`Cluster` (e.g. ``FlowerCluster(superlink,
-    n_workers=3, secure_rounds="all", lost="drop")``): it is used as it is (its
-    workers, ``timeout``, ``lost`` and secure rounds), ``data_key`` (``fit("key")``)
-    set on it.
+def flower_cluster(data, client, data_key: str | None = None, timeout: float = 600.0):
+    """A FlowerCluster with ``data`` SuperNodes, reached as ``client`` says (``make_cluster``).
+
+    ``client`` is one of:
+
+    * ``"host:port"``: the SuperLink's address, without TLS (a SuperLink started
+      with ``--insecure``, on localhost);
+    * ``"<name>"`` (no colon): a connection of your Flower configuration
+      (``$FLWR_HOME/config.toml``), with its address and TLS settings;
+    * a dict of :class:`FlowerCluster` options, e.g. ``{"superlink":
+      "10.0.0.5:9093", "root_certificates": "ca.crt", "lost": "drop"}``;
+    * a ready :class:`Cluster` (e.g. ``FlowerCluster(superlink, n_workers=3,
+      secure_rounds="all", lost="drop")``): used as it is (its workers,
+      ``timeout``, ``lost`` and secure rounds), ``data_key`` (``fit("key")``) set
+      on it.
     """
     if isinstance(client, Cluster):
         if data_key is not None:
@@ -543,25 +399,26 @@ def flower_cluster(data, client, data_key: str | None = None, timeout: float = 6
                     "its partitions: fit(None).")
             client.data_key = str(data_key)
         return client
-    if not isinstance(client, str) or not client:
-        raise ValueError("backend='flower' needs client='host:port' of the Flower SuperLink.")
+    if isinstance(client, str) and client:
+        options = ({"superlink": client} if ":" in client
+                   else {"superlink": None, "connection": client})
+    elif isinstance(client, dict):
+        options = {"superlink": None, **client}
+    else:
+        raise ValueError("backend='flower' needs client='host:port' of the Flower SuperLink, "
+                         "the name of a connection in your Flower configuration, a dict of "
+                         "FlowerCluster options or a FlowerCluster.")
     if isinstance(data, bool) or not isinstance(data, (int, np.integer)) or data < 1:
         raise TypeError(
             "With backend='flower' the partitions are on the SuperNodes (each reads the file "
             "named in its node config): give their number as data, not "
             f"{type(data).__name__}.")
-    return FlowerCluster(client, int(data), data_key=data_key or "partition-path",
-                         timeout=timeout)
+    options.setdefault("timeout", timeout)
+    options.setdefault("data_key", data_key or "partition-path")
+    if data_key is not None:
+        options["data_key"] = data_key
+    return FlowerCluster(options.pop("superlink"), int(data), **options)
 
 
-def round_half(x: float) -> int:
-    return int(np.floor(x + 0.5))
-
-
-def _flwr() -> str:
-    """The ``flwr`` command beside this Python, else on PATH."""
-    candidate = Path(sys.executable).parent / "flwr"
-    return str(candidate) if candidate.exists() else (shutil.which("flwr") or "flwr")
-
-
-__all__ = ["FlowerCluster", "LOST_POLICIES", "flower_cluster", "flower_env"]
+__all__ = ["FlowerCluster", "LOST_POLICIES", "connection_toml", "flower_cluster", "flower_env",
+           "flwr_command", "probe_superlink", "round_half"]

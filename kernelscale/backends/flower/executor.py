@@ -24,6 +24,8 @@ so a node whose executor restarts loses nothing.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import threading
 import time
 import traceback
@@ -33,7 +35,8 @@ POLL_SECONDS = 0.02
 HEARTBEAT_SECONDS = 10.0  # a task's heartbeat while its step runs (Flower's patience: 60 s)
 
 
-def _runtime_client(address: str, token: str | None = None):
+def _runtime_client(address: str, token: str | None = None, root_certificates=None,
+                    tls: bool = False):
     from flwr.supercore.interceptors import (
         RuntimeTokenHttpInterceptor,
         RuntimeVersionHttpInterceptor,
@@ -46,7 +49,8 @@ def _runtime_client(address: str, token: str | None = None):
     if token:
         interceptors.append(RuntimeTokenHttpInterceptor(token))
     return RuntimeHttpClient.from_server_address(
-        server_address=address, insecure=True, root_certificates=None,
+        server_address=address, insecure=not (tls or root_certificates),
+        root_certificates=None if root_certificates is None else str(root_certificates),
         interceptors=interceptors, retry_invoker=make_simple_http_retry_invoker())
 
 
@@ -107,13 +111,14 @@ def pull_task_input(client):
 
 
 
-def run_task(address: str, token: str, client_app, fab_cache: dict) -> None:
-    """One task, as ``flwr-clientapp`` runs it, in this process."""
+def run_task(address: str, token: str, client_app, fab_cache: dict, **tls) -> None:
+    """One task, as ``flwr-clientapp`` runs it, in this process (``tls``: the Runtime
+    API's ``root_certificates`` / ``tls`` of :func:`_runtime_client`)."""
     from flwr.app import Error, Message
     from flwr.common.constant import ErrorCode, SubStatus
     from flwr.supernode.runtime.run_clientapp import push_message, push_task_output
 
-    client = _runtime_client(address, token)
+    client = _runtime_client(address, token, **tls)
     stop = threading.Event()
     beat = threading.Thread(target=_heartbeat, args=(client, stop), daemon=True)
     beat.start()
@@ -144,17 +149,45 @@ def run_task(address: str, token: str, client_app, fab_cache: dict) -> None:
             client.close()
 
 
-def serve(address: str, poll_seconds: float = POLL_SECONDS, parent_pid: int | None = None):
+def exit_with_parent(parent_pid: int, check_seconds: float = 0.2) -> None:
+    """End this process as soon as ``parent_pid`` (the SuperNode) is gone, whatever the
+    signal dispositions it inherited.
+
+    Flower's own monitor raises SIGINT, which does nothing in a process started
+    with SIGINT ignored (a node started with ``&`` from a script, without job
+    control). Here: SIGINT and SIGTERM get their default action back, Linux
+    sends SIGKILL when the parent dies (``PR_SET_PDEATHSIG``), and a thread
+    watches for the reparenting that follows a parent's death (on every
+    platform), then ends the process with ``os._exit``.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the thread below does it
+        pass
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(check_seconds)
+        os._exit(0)
+
+    if os.getppid() != parent_pid:  # it died before we got here
+        os._exit(0)
+    threading.Thread(target=watch, daemon=True, name="kernelscale-parent-watch").start()
+
+
+def serve(address: str, poll_seconds: float = POLL_SECONDS, parent_pid: int | None = None,
+          **tls):
     """Run the SuperNode's ClientApp tasks until the SuperNode (``parent_pid``) exits."""
     from flwr.proto.runtime_pb2 import AcquireTaskRequest
-    from flwr.supercore.app_utils import start_parent_process_monitor
     from flwr.supercore.constant import TaskType
 
     from kernelscale.backends.flower.app import client_app
 
-    if parent_pid is not None:
-        start_parent_process_monitor(parent_pid)
-    client = _runtime_client(address)
+    client = _runtime_client(address, **tls)
     request = AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP])
     fab_cache: dict = {}
     while True:
@@ -164,7 +197,7 @@ def serve(address: str, poll_seconds: float = POLL_SECONDS, parent_pid: int | No
             time.sleep(max(poll_seconds, 0.2))
             continue
         if task.HasField("task") and task.token:
-            run_task(address, task.token, client_app, fab_cache)
+            run_task(address, task.token, client_app, fab_cache, **tls)
         else:
             time.sleep(poll_seconds)
 
@@ -176,8 +209,17 @@ def main(argv=None) -> None:
     parser.add_argument("--poll-seconds", type=float, default=POLL_SECONDS)
     parser.add_argument("--parent-pid", type=int, default=None,
                         help="exit when this process (the SuperNode) exits")
+    parser.add_argument("--root-certificates", default=None,
+                        help="the CA certificate of the node's Runtime API (its "
+                        "--ssl-ca-certfile, when it serves it with --ssl-certfile)")
+    parser.add_argument("--tls", action="store_true",
+                        help="the Runtime API is served over TLS (verified with the "
+                        "system's CAs unless --root-certificates)")
     args = parser.parse_args(argv)
-    serve(args.runtime_api_address, args.poll_seconds, args.parent_pid)
+    if args.parent_pid is not None:
+        exit_with_parent(args.parent_pid)
+    serve(args.runtime_api_address, args.poll_seconds, args.parent_pid,
+          root_certificates=args.root_certificates, tls=args.tls)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,24 @@
 """A Flower federation on one machine: one SuperLink and one SuperNode per partition file.
 
 For tests, demos and trying the Flower backend before deploying it. It runs the
-same commands as the README's "Federated deployment" section::
+commands of ``docs/flower.md``, secure ones with ``tls=True, node_auth=True``
+(a throwaway CA, server certificate and node keys:
+:mod:`~kernelscale.backends.flower.certificates`)::
 
-    flower-superlink --insecure --port 9093 --disable-runtime-dependency-installation
-    flower-supernode --insecure --superlink 127.0.0.1:9093 --port 9101 \\
+    flower-superlink --ssl-ca-certfile ca.crt --ssl-certfile server.pem \\
+        --ssl-keyfile server.key --enable-supernode-auth --port 9093 \\
+        --disable-runtime-dependency-installation
+    flwr supernode register node-0.pub kernelscale-local
+    flower-supernode --root-certificates ca.crt --auth-supernode-private-key node-0 \\
+        --superlink 127.0.0.1:9093 --port 9101 \\
         --node-config 'partition-id=0 partition-path="/data/p0.npy"'
 
-each as a subprocess with its own ``FLWR_HOME``, and stops all of them (and the
-processes they started) on :meth:`LocalFederation.stop` or at the end of a
-``with`` block.
+(``--insecure`` instead of the certificates by default), each as a subprocess
+with its own ``FLWR_HOME``, and stops all of them (and the processes they
+started) on :meth:`LocalFederation.stop` or at the end of a ``with`` block. It
+also writes a Flower configuration with one connection to itself
+(:attr:`~LocalFederation.flwr_home`, :attr:`~LocalFederation.connection`), so
+that ``flwr run`` reaches it as it would a real federation.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kernelscale.backends.flower.cluster import flower_env
+from kernelscale.backends.flower.connection import connection_toml, flower_env
 from kernelscale.backends.flower.supernode import IDLE_ENV
 
 
@@ -77,17 +86,35 @@ class LocalFederation:
     process_per_message : bool, default=False
         With ``node_idle_seconds``: keep Flower's ClientApp process per message
         (``--isolation subprocess``), only the waits shortened (for comparisons).
+    tls : bool, default=False
+        Serve the SuperLink over TLS with a throwaway CA (``workdir/keys``); the
+        nodes and ``flwr`` verify it with :attr:`root_certificates`. Each node
+        serves its Runtime API (to its ClientApp process) over TLS too.
+    node_auth : bool, default=False
+        SuperNode authentication: each node gets a key pair, its public key is
+        registered (``flwr supernode register``) before it starts, and the
+        SuperLink refuses any node whose key is not registered.
 
     Attributes
     ----------
     address : str
         ``127.0.0.1:<port>`` of the SuperLink, for :class:`FlowerCluster`.
+    root_certificates : Path or None
+        The CA certificate that signed the SuperLink's (``tls=True``).
+    flwr_home : Path
+        A ``FLWR_HOME`` whose ``config.toml`` has one connection to this SuperLink,
+        :attr:`connection`: ``FLWR_HOME=<flwr_home> flwr run DIR kernelscale-local``.
+    connection : str
+        ``"kernelscale-local"``.
     nodes : list of subprocess.Popen
+    node_keys : list of Path
+        Each node's private key (``node_auth=True``).
     """
 
     def __init__(self, node_configs: Sequence[Mapping], workdir=None,
                  task_poll_interval: float = 0.1, node_idle_seconds: float | None = 0.02,
-                 process_per_message: bool = False):
+                 process_per_message: bool = False, tls: bool = False,
+                 node_auth: bool = False):
         self.node_configs = [dict(c) for c in node_configs]
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="kernelscale-federation-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -112,6 +139,21 @@ class LocalFederation:
         self.nodes: list[subprocess.Popen] = []
         self.commands: list[list[str]] = []
         self._node_args: list[list[str]] = []
+        self.tls, self.node_auth = bool(tls), bool(node_auth)
+        self.keys = self.workdir / "keys"
+        self.root_certificates: Path | None = None
+        self._tls_files: dict = {}
+        if self.tls:
+            from kernelscale.backends.flower.certificates import make_tls_files
+
+            self._tls_files = make_tls_files(self.keys)
+            self.root_certificates = self._tls_files["ca"].resolve()
+        self.node_keys: list[Path] = []
+        self.connection = "kernelscale-local"
+        self.flwr_home = self.workdir / "flwr-home"
+        self.flwr_home.mkdir(exist_ok=True)
+        (self.flwr_home / "config.toml").write_text(connection_toml(
+            self.connection, self.address, self.root_certificates, insecure=not self.tls))
 
     def _spawn(self, args: list[str], name: str) -> subprocess.Popen:
         home = self.workdir / f"home-{name}"
@@ -122,21 +164,73 @@ class LocalFederation:
             return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL)
 
+    def _security_args(self) -> list[str]:
+        """A node's TLS options: it verifies the SuperLink with the CA, and serves its own
+        Runtime API (to its ClientApp process) over TLS with the same throwaway
+        certificate (valid for 127.0.0.1)."""
+        if not self.tls:
+            return ["--insecure"]
+        files = self._tls_files
+        return ["--root-certificates", str(self.root_certificates),
+                "--ssl-certfile", str(files["cert"]), "--ssl-keyfile", str(files["key"]),
+                "--ssl-ca-certfile", str(files["ca"])]
+
+    def flwr_env(self) -> dict:
+        """Environment for ``flwr`` commands against this federation (its ``FLWR_HOME``)."""
+        return dict(self.env, FLWR_HOME=str(self.flwr_home))
+
+    def register(self, public_keys: Sequence, timeout: float = 60.0) -> None:
+        """``flwr supernode register`` each public key (in parallel), or raise with its output."""
+        processes = []
+        for key in public_keys:
+            log = self.workdir / f"register-{Path(key).stem}.log"
+            with open(log, "wb") as out:
+                processes.append((log, subprocess.Popen(
+                    [_command("flwr"), "supernode", "register", str(key), self.connection],
+                    env=self.flwr_env(), stdout=out, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL)))
+        for log, process in processes:
+            try:
+                code = process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                code = "timeout"
+            if code != 0:
+                raise RuntimeError(f"flwr supernode register failed ({code}):\n"
+                                   f"{log.read_text(errors='replace')[-2000:]}")
+
+    def node_args(self, config: Mapping, private_key=None, extra=()) -> list[str]:
+        """The command line of a SuperNode holding ``config`` (a new Runtime API port)."""
+        launcher = ([_command("flower-supernode")] if self.node_idle_seconds is None
+                    else [sys.executable, "-m", "kernelscale.backends.flower.supernode"])
+        if self.node_idle_seconds is not None and self.process_per_message:
+            launcher += ["--isolation", "subprocess"]
+        auth = [] if private_key is None else ["--auth-supernode-private-key", str(private_key)]
+        return [*launcher, *self._security_args(), *auth, "--superlink", self.address,
+                "--port", str(free_port()), "--node-config", node_config_text(config), *extra]
+
     def start(self, timeout: float = 60.0) -> LocalFederation:
-        """Start the SuperLink, wait until it answers, then start the SuperNodes."""
+        """Start the SuperLink, wait until it answers, register the node keys, start the nodes."""
         try:
+            tls = (["--ssl-ca-certfile", str(self._tls_files["ca"]), "--ssl-certfile",
+                    str(self._tls_files["cert"]), "--ssl-keyfile", str(self._tls_files["key"])]
+                   if self.tls else ["--insecure"])
+            auth = ["--enable-supernode-auth"] if self.node_auth else []
             self.superlink = self._spawn(
-                [_command("flower-superlink"), "--insecure", "--port", str(self.port),
+                [_command("flower-superlink"), *tls, *auth, "--port", str(self.port),
                  "--disable-runtime-dependency-installation"], "superlink")
             self._wait_http(timeout)
+            if self.node_auth:
+                from kernelscale.backends.flower.certificates import make_node_key
+
+                pairs = [make_node_key(self.keys, f"node-{i}")
+                         for i in range(len(self.node_configs))]
+                self.node_keys = [private for private, _ in pairs]
+                self.register([public for _, public in pairs], timeout)
             for i, config in enumerate(self.node_configs):
-                launcher = ([_command("flower-supernode")] if self.node_idle_seconds is None
-                            else [sys.executable, "-m", "kernelscale.backends.flower.supernode"])
-                if self.node_idle_seconds is not None and self.process_per_message:
-                    launcher += ["--isolation", "subprocess"]
-                self._node_args.append(
-                    [*launcher, "--insecure", "--superlink", self.address,
-                     "--port", str(free_port()), "--node-config", node_config_text(config)])
+                key = self.node_keys[i] if self.node_auth else None
+                self._node_args.append(self.node_args(config, key))
                 self.nodes.append(self._spawn(self._node_args[i], f"supernode-{i}"))
         except BaseException:
             self.stop()
@@ -145,11 +239,18 @@ class LocalFederation:
 
     def _wait_http(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
+        scheme, context = "http", None
+        if self.tls:
+            import ssl
+
+            scheme, context = "https", ssl.create_default_context(
+                cafile=str(self.root_certificates))
         while True:
             if self.superlink.poll() is not None:
                 raise RuntimeError(f"flower-superlink exited:\n{self.log('superlink')}")
             try:
-                with urllib.request.urlopen(f"http://{self.address}/health", timeout=1):
+                with urllib.request.urlopen(f"{scheme}://{self.address}/health", timeout=1,
+                                            context=context):
                     return
             except urllib.error.HTTPError:
                 return  # it answers
@@ -172,6 +273,23 @@ class LocalFederation:
             process.send_signal(sig)
         process.wait(30)
         _end(children)
+
+    def add_node(self, config: Mapping, register: bool = True, extra=()) -> subprocess.Popen:
+        """Start one more SuperNode holding ``config`` (with ``node_auth``: a new key pair,
+        registered only if ``register``; an unregistered node is refused by the SuperLink)."""
+        index = len(self.nodes)
+        key = None
+        if self.node_auth:
+            from kernelscale.backends.flower.certificates import make_node_key
+
+            key, public = make_node_key(self.keys, f"node-{index}")
+            if register:
+                self.register([public])
+        self.node_configs.append(dict(config))
+        self.node_keys.append(key)
+        self._node_args.append(self.node_args(config, key, extra))
+        self.nodes.append(self._spawn(self._node_args[index], f"supernode-{index}"))
+        return self.nodes[index]
 
     def restart_node(self, index: int) -> None:
         """Start SuperNode ``index`` again (after :meth:`stop_node`), with the same

@@ -250,8 +250,8 @@ class _DropTolerantSecAggPlus(SecAggPlusWorkflow):
         return super().unmask_stage(grid, context, state)
 
 
-def relay_secure_sum(grid, connection, request: dict, blobs: list[bytes]) -> None:
-    """Run one secure round for the FlowerCluster and send back the sum and the transcript.
+def grid_secure_sum(grid, request: dict, blobs: list[bytes]):
+    """Run one secure round on the Grid: ``(header, sums, {node: masked arrays})``.
 
     The header says which nodes answered (their masked vectors are in the sum),
     which were lost and which failed (``{node: [stage, reason]}``); ``tree`` is
@@ -282,15 +282,21 @@ def relay_secure_sum(grid, connection, request: dict, blobs: list[bytes]) -> Non
               "seconds": {str(n): float(r.metrics["seconds"]) for n, r in answered.items()},
               "transcript": watched.transcript, "tree": None, "n_sum": 0,
               "masked": {str(n): len(v) for n, v in watched.masked.items()}}
-    blobs_out: list[bytes] = []
+    sums: list[np.ndarray] = []
     if answered and len(trees) == 1 and not watched.errors:
         mean = parameters_to_ndarrays(next(iter(answered.values())).parameters)
         header["tree"], header["n_sum"] = trees.pop(), len(mean)
-        blobs_out += [to_npy(a * len(answered)) for a in mean]
-    for node in sorted(watched.masked):
-        blobs_out += [to_npy(v) for v in watched.masked[node]]
-    send(connection, header, *blobs_out)
+        sums = [a * len(answered) for a in mean]
+    return header, sums, dict(watched.masked)
 
 
-__all__ = ["handle_secure_train", "relay_secure_sum", "secure_reply_arrays"]
+def relay_secure_sum(grid, connection, request: dict, blobs: list[bytes]) -> None:
+    """:func:`grid_secure_sum` for a FlowerCluster: the header, then the sums and the
+    masked vectors as .npy blobs."""
+    header, sums, masked = grid_secure_sum(grid, request, blobs)
+    send(connection, header, *[to_npy(a) for a in sums],
+         *[to_npy(v) for node in sorted(masked) for v in masked[node]])
 
+
+__all__ = ["grid_secure_sum", "handle_secure_train", "relay_secure_sum",
+           "secure_reply_arrays"]

@@ -25,6 +25,11 @@ through it, and a deployment may too::
         --port 9094 --node-config 'partition-id=0 partition-path="/data/p0.npy"'
 
 ``--isolation subprocess`` given explicitly keeps Flower's process per message.
+The executor uses the node's Runtime API as the node serves it (over TLS with
+``--ssl-certfile``, verified with ``--ssl-ca-certfile``), and ends with the
+node, however the node ends (SIGTERM, SIGKILL) and whatever signal
+dispositions it was started with
+(:func:`~kernelscale.backends.flower.executor.exit_with_parent`).
 """
 
 from __future__ import annotations
@@ -108,18 +113,44 @@ def main() -> int:
         warnings.warn("This Flower version's SuperNode loop is not the one this launcher "
                       "knows; running it with its own waits.", RuntimeWarning, stacklevel=1)
     argv = sys.argv[1:]
-    if _option(argv, "--isolation", "") == "" and _executor_supported():
+    secret = _option(argv, "--superexec-auth-secret-file", "")
+    if secret:  # the long-lived executor does not speak SuperExec authentication
+        warnings.warn("--superexec-auth-secret-file: the SuperNode starts Flower's own "
+                      "ClientApp process per message (no long-lived executor).",
+                      RuntimeWarning, stacklevel=1)
+    if _option(argv, "--isolation", "") == "" and not secret and _executor_supported():
         host = _option(argv, "--host", UVICORN_DEFAULT_HOST)
         port = _option(argv, "--port", str(SUPERNODE_UVICORN_DEFAULT_PORT))
         host = f"[{host}]" if ":" in host else host
         if host in ("0.0.0.0", "[::]"):
             host = "127.0.0.1"
         argv += ["--isolation", "process"]
-        subprocess.Popen([sys.executable, "-m", "kernelscale.backends.flower.executor",
-                          "--runtime-api-address", f"{host}:{port}",
-                          "--poll-seconds", str(idle), "--parent-pid", str(os.getpid())])
+        executor = subprocess.Popen(
+            [sys.executable, "-m", "kernelscale.backends.flower.executor",
+             "--runtime-api-address", f"{host}:{port}", "--poll-seconds", str(idle),
+             "--parent-pid", str(os.getpid()), *_runtime_tls(argv)])
+    else:
+        executor = None
     sys.argv = ["flower-supernode", *argv]
-    return flower_supernode()
+    try:
+        return flower_supernode()
+    finally:  # the node ends (SIGTERM, an error): its executor with it
+        if executor is not None and executor.poll() is None:
+            executor.terminate()
+            try:
+                executor.wait(5)
+            except subprocess.TimeoutExpired:
+                executor.kill()
+                executor.wait()
+
+
+def _runtime_tls(argv: list[str]) -> list[str]:
+    """The executor's TLS options for the node's Runtime API: the node serves it over TLS
+    with ``--ssl-certfile``; ``--ssl-ca-certfile`` is the CA to verify it with."""
+    if not _option(argv, "--ssl-certfile", ""):
+        return []
+    ca = _option(argv, "--ssl-ca-certfile", "")
+    return ["--tls", *(["--root-certificates", ca] if ca else [])]
 
 
 if __name__ == "__main__":
