@@ -128,10 +128,16 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         Approximate top eigenvalues of the kernel matrix (0 where the sketch has
         fewer directions). Lazy, like ``components_``.
     gamma_ : float
+        The kernel parameter used (``gamma``, or its default for the kernel).
     n_samples_seen_ : int
+        Points fed so far, over every ``partial_fit`` (or the one ``fit``).
     space_words_ : int
         Words held by the method (004's space count).
     n_features_in_ : int
+        Number of features seen in the first batch.
+    feature_names_in_ : ndarray of shape (n_features,)
+        Names of the features seen in the first batch; defined only when ``X``
+        has string column names.
 
     Warns
     -----
@@ -144,6 +150,14 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         shrink; increase ``sketch_size`` to at least ``2 * n_components + 2`` or
         use ``shrink='classic'``.
 
+    See Also
+    --------
+    SKPCA : The sketch behind ``method='skpca'`` (random features + Frequent Directions).
+    RNCA : The baseline of ``method='rnca'`` (the m x m covariance of random features).
+    StreamingNystrom : The baseline of ``method='nystrom'`` (a reservoir of landmarks).
+    streaming_kpca_distributed : One SKPCA sketch per worker, merged at the master.
+    sklearn.decomposition.IncrementalPCA : Linear PCA fed in batches.
+
     Examples
     --------
     >>> import numpy as np
@@ -153,6 +167,8 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     ...     est = est.partial_fit(batch)
     >>> est.transform(X[:5]).shape
     (5, 3)
+    >>> est.n_samples_seen_
+    1000
     """
 
     _parameter_constraints: dict = {
@@ -232,7 +248,14 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         Parameters
         ----------
         X : array-like or CSR matrix of shape (n_samples, n_features)
-        y : ignored
+            The next batch of the stream.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : StreamingKernelPCA
+            The estimator, its sketch updated.
         """
         first = not hasattr(self, "sketcher_")
         check_real(X)
@@ -252,6 +275,18 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
         The decomposition is computed once at the end (and warns if the sketch
         holds fewer than ``n_components`` directions).
+
+        Parameters
+        ----------
+        X : array-like or CSR matrix of shape (n_samples, n_features)
+            The whole stream, fed in order.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : StreamingKernelPCA
+            The fitted estimator.
         """
         check_real(X)
         X = validate_data(self, X, reset=True, accept_sparse="csr",
@@ -331,7 +366,18 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         return self._padded()[1]
 
     def transform(self, X) -> np.ndarray:
-        """Scores on the top ``n_components`` kernel principal directions (n, n_components)."""
+        """Scores on the top ``n_components`` kernel principal directions.
+
+        Parameters
+        ----------
+        X : array-like or CSR matrix of shape (n_samples, n_features)
+            Points to project (lifted by the method's feature map).
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, n_components)
+            Their scores; 0 on components the sketch does not hold.
+        """
         check_is_fitted(self, "sketcher_")
         check_real(X)
         X = validate_data(self, X, reset=False, accept_sparse="csr",
