@@ -223,7 +223,10 @@ def index_page(modules: list[tuple[str, str]], homes: dict[int, str]) -> list[st
     order = {kind: i for i, (_, kind) in enumerate(GROUPS)}
 
     def table(entries: list[str]) -> list[str]:
-        return [".. autosummary::", "   :nosignatures:", "", *(f"   {e}" for e in entries), ""]
+        # Names relative to the package, as scikit-learn's index shows them
+        # (``horizontal.DistributedKernelPCA``), under ``currentmodule:: kernelscale``.
+        short = [e.removeprefix("kernelscale.") for e in entries]
+        return [".. autosummary::", "   :nosignatures:", "", *(f"   {e}" for e in short), ""]
 
     lines = ["API reference", "=============", "",
              "Every public class and function of kernelscale, with the first line of its "
@@ -233,6 +236,7 @@ def index_page(modules: list[tuple[str, str]], homes: dict[int, str]) -> list[st
              "that defines it; the module pages below list the re-exports and constants.",
              "", "Most users need only ``from kernelscale import ...``: the estimators, "
              "``make_kernel``, ``median_heuristic``, ``save_model`` and ``load_model``.", "",
+             ".. currentmodule:: kernelscale", "",
              "Estimators", "----------", "",
              "scikit-learn estimators, one per setting; ``fit`` runs the protocol and "
              "``communication_`` holds its ledger.", ""]
@@ -245,7 +249,7 @@ def index_page(modules: list[tuple[str, str]], homes: dict[int, str]) -> list[st
             if module_name not in owned:
                 continue
             listed.add(module_name)
-            for name, kind in sorted(owned[module_name], key=lambda e: (order[e[1]], e[0])):
+            for name, _kind in sorted(owned[module_name], key=lambda e: (order[e[1]], e[0])):
                 entries.append(f"{module_name}.{name}")
         if not entries:
             continue

@@ -62,8 +62,9 @@ numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = True
 numpydoc_xref_ignore = "all"
 numpydoc_xref_aliases = {
-    "int": "int", "float": "float", "str": "str", "bool": "bool", "dict": "dict",
-    "list": "list", "tuple": "tuple", "None": "None", "callable": "callable",
+    **{name: f":class:`{name}`" for name in ("int", "float", "str", "bool", "dict", "list",
+                                             "tuple")},
+    "None": ":data:`None`", "callable": ":func:`callable`",
     "ndarray": "numpy.ndarray", "array": "numpy.ndarray", "array-like": "numpy.typing.ArrayLike",
     "Generator": "numpy.random.Generator", "RandomState": "numpy.random.RandomState",
     "sparse matrix": "scipy.sparse.csr_matrix", "CSR": "scipy.sparse.csr_matrix",
@@ -171,7 +172,9 @@ def _append_examples(app, what, name, obj, options, lines):
     """End each class and function page with the gallery examples that use it (any alias)."""
     if what not in ("class", "exception", "function") or name not in ALIASES:
         return
-    lines += ["", f".. minigallery:: {' '.join(ALIASES[name])}", "   :add-heading:", ""]
+    short = name.rsplit(".", 1)[-1]
+    lines += ["", f".. minigallery:: {' '.join(ALIASES[name])}",
+              f"   :add-heading: Gallery examples using ``{short}``", ""]
 
 
 def setup(app):
