@@ -109,6 +109,8 @@ html_theme_options = {
     "footer_end": [],
 }
 html_sidebars = {"index": [], "auto_examples/index": []}
+# A code block with no language is program output (a ledger, a plan): plain text, not Python.
+highlight_language = "text"
 html_show_sourcelink = False
 
 # -- links to Python, NumPy, SciPy, scikit-learn, pandas, Dask -------------------------------
