@@ -232,6 +232,34 @@ def save_model(model, path) -> None:
     The file is written under a temporary name and renamed into place
     (:func:`write_npz_atomically`). A model with a callable kernel cannot be
     saved: a model file holds no code.
+
+    Parameters
+    ----------
+    model : object
+        A fitted model: an estimator's ``model_`` (for example
+        ``DistributedKernelPCA().fit(X).model_``) or a model a protocol function
+        returned.
+    path : str or pathlib.Path
+        Where to write it (``.npz``).
+
+    Returns
+    -------
+    None
+
+    See Also
+    --------
+    load_model : Reads it back.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, pathlib
+    >>> from kernelscale import DistributedKernelPCA
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> kpca = DistributedKernelPCA(n_components=2, n_landmarks=40, random_state=0).fit(X)
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "model.npz"
+    >>> save_model(kpca.model_, path)
+    >>> np.allclose(load_model(path).transform(X[:5]), kpca.transform(X[:5]))
+    True
     """
     kernel = getattr(model, "kernel", None)
     if getattr(kernel, "name", None) == "callable":
@@ -251,6 +279,21 @@ def load_model(path):
     A file written by :func:`kernelscale.streaming.save_streaming_model` is read
     too and comes back as a fitted :class:`~kernelscale.StreamingKernelPCA`, so
     everything ``load_model`` returns has ``transform``.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        A ``.npz`` file written by :func:`save_model`, ``kernelscale fit`` or
+        :func:`~kernelscale.streaming.save_streaming_model`.
+
+    Returns
+    -------
+    model : object
+        The model, ready to ``transform`` new rows.
+
+    See Also
+    --------
+    save_model : Writes the file (example there).
     """
     path = Path(path)
     if not path.exists():

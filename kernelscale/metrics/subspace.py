@@ -48,6 +48,18 @@ def principal_angle_sines(V, V_hat) -> np.ndarray:
 def sin_theta_distance(V, V_hat, norm: str = "fro") -> float:
     """``||sin Theta(V, V_hat)||`` in the Frobenius (``'fro'``) or spectral (``'spectral'``) norm.
 
+    Parameters
+    ----------
+    V, V_hat : ndarray of shape (n, k)
+        Bases of the two subspaces (orthonormalised here).
+    norm : {'fro', 'spectral'}, default='fro'
+        Which norm of the sines of the principal angles.
+
+    Returns
+    -------
+    distance : float
+        0 for the same subspace; at most ``sqrt(k)`` (Frobenius) or 1 (spectral).
+
     Examples
     --------
     >>> import numpy as np

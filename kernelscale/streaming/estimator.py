@@ -433,6 +433,21 @@ def save_streaming_model(estimator: StreamingKernelPCA, path) -> None:
     and the sketch's parameters (including the random-feature seed, from which
     the feature map is rebuilt). No pickle is involved. The file is written under a
     temporary name and renamed into place, so a crash never leaves half a file.
+
+    Parameters
+    ----------
+    estimator : StreamingKernelPCA
+        A fitted estimator.
+    path : str or pathlib.Path
+        Where to write it (``.npz``).
+
+    Returns
+    -------
+    None
+
+    See Also
+    --------
+    load_streaming_model : Reads it back.
     """
     arrays, meta = streaming_model_state(estimator)
     if not str(path).endswith(".npz"):  # np.savez's rule, which this function kept
@@ -444,6 +459,21 @@ def load_streaming_model(path) -> StreamingKernelPCA:
     """Read a model written by :func:`save_streaming_model` (no pickle).
 
     The returned estimator can ``transform`` and keep streaming with ``partial_fit``.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        A file written by :func:`save_streaming_model`.
+
+    Returns
+    -------
+    estimator : StreamingKernelPCA
+        The fitted estimator, its sketch restored.
+
+    See Also
+    --------
+    save_streaming_model : Writes the file.
+    kernelscale.load_model : Reads this file too, and every other model file.
     """
     with np.load(path, allow_pickle=False) as data:
         if "params" not in data.files:
