@@ -34,6 +34,7 @@ extensions = [
     "myst_parser",
     "sphinx_gallery.gen_gallery",
     "sphinx_copybutton",
+    "sphinx-mathjax-offline",  # MathJax served from the site itself: formulas render offline
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
