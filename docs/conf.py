@@ -109,7 +109,7 @@ html_theme_options = {
     "footer_start": ["copyright"],
     "footer_end": [],
 }
-html_sidebars = {"index": [], "auto_examples/index": []}
+html_sidebars = {"index": [], "auto_examples/index": [], "getting_started": []}
 # A code block with no language is program output (a ledger, a plan): plain text, not Python.
 highlight_language = "text"
 html_show_sourcelink = False

@@ -9,13 +9,16 @@ learns ten kernel principal components, and its ledger shows every word the prot
 sent: per round, per direction and per kind of message.
 """
 
+import textwrap
+
 import matplotlib.pyplot as plt
 
 from kernelscale import DistributedKernelPCA, median_heuristic
 from kernelscale.datasets import load_digits_standardized
 
 X, y = load_digits_standardized()
-sigma = median_heuristic(X, scale=0.2, random_state=0)  # the papers' narrow bandwidth
+# The papers' narrow bandwidth: 0.2 x the median distance between points.
+sigma = median_heuristic(X, scale=0.2, random_state=0)
 params = dict(
     n_components=10,
     kernel="rbf",
@@ -39,7 +42,8 @@ print(Z.shape)
 # points. ``method_`` says which protocol ran, and ``budget_plan_.reason`` why.
 print("method_:", kpca.method_)
 plan = getattr(kpca, "budget_plan_", None)
-print("reason: ", plan.reason if plan is not None else "method given explicitly")
+reason = plan.reason if plan is not None else "method given explicitly"
+print(textwrap.fill("reason: " + reason, width=80, subsequent_indent="  "))
 
 # %%
 # The ledger
@@ -52,7 +56,9 @@ print("reason: ", plan.reason if plan is not None else "method given explicitly"
 ledger = kpca.communication_
 print(ledger.summary(times=False))
 print("fit words, both directions:", ledger.total_words("fit"))
-print("of which raw input rows:   ", ledger.total_words("fit", kind="raw_points"))
+print(
+    "of which raw input rows:   ", ledger.total_words("fit", kind="raw_points")
+)
 
 # %%
 # How good is it?
@@ -88,13 +94,16 @@ n_landmarks = diskpca.landmarks_.shape[0]
 raw = diskpca.communication_.total_words("fit", kind="raw_points")
 print(diskpca.communication_.summary(times=False))
 print(
-    f"raw words {raw:,} = {n_landmarks} landmarks x {d} features x (1 up + 5 down):",
+    f"raw words {raw:,} = {n_landmarks} landmarks x {d} features"
+    " x (1 up + 5 down):",
     raw == n_landmarks * d * (1 + 5),
 )
+excess = diskpca.approximation_error(X)["excess_ratio"]
+words = diskpca.communication_.total_words("fit")
 print(
-    f"excess: {kpca.method_} {quality['excess_ratio']:.3f} for {ledger.total_words('fit'):,}"
-    f" words; diskpca {diskpca.approximation_error(X)['excess_ratio']:.3f} for"
-    f" {diskpca.communication_.total_words('fit'):,} words"
+    f"excess: {kpca.method_} {quality['excess_ratio']:.3f}"
+    f" for {ledger.total_words('fit'):,} words;"
+    f" diskpca {excess:.3f} for {words:,} words"
 )
 
 # %%

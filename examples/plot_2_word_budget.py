@@ -25,11 +25,13 @@ X, y = load_digits_standardized()
 # The forecast needs only the partition sizes, d, k and |Y|. Here: five equal workers.
 n_rows = [len(X) // 5] * 4 + [len(X) - 4 * (len(X) // 5)]
 sizes = [25, 50, 100, 200, 400]
-# disKPCA and uniform + disLR send nearly the same words at the same |Y| (disKPCA's
-# ridge rounds add a few words per worker): disKPCA is drawn thick and underneath,
-# uniform + disLR thin on top, so both lines show.
+# disKPCA and uniform + disLR send nearly the same words at the same |Y|
+# (disKPCA's ridge rounds add a few words per worker): disKPCA is drawn
+# thick and underneath, uniform + disLR thin on top, so both lines show.
 styles = {
-    "diskpca": dict(marker="o", linewidth=5, markersize=10, alpha=0.45, zorder=1),
+    "diskpca": dict(
+        marker="o", linewidth=5, markersize=10, alpha=0.45, zorder=1
+    ),
     "uniform_dislr": dict(marker="s", linestyle="--", markersize=4, zorder=2),
     "uniform_batch": dict(marker="^", linestyle=":", zorder=2),
 }
@@ -79,7 +81,10 @@ print(
 # budgets, the budgeted fit (the planner's choice) and each method sized to the same
 # budget by ``method=``, judged by their excess ``(err - opt) / (trace - opt)`` against
 # exact kernel PCA (computed once, the data being small).
-from kernelscale.metrics import exact_kpca_reference, excess_energy_ratio  # noqa: E402
+from kernelscale.metrics import (  # noqa: E402
+    exact_kpca_reference,
+    excess_energy_ratio,
+)
 
 budgets = [30_000, 100_000, 300_000]
 reference = None
@@ -93,12 +98,19 @@ for label, method in lines.items():
             n_components=10, max_words=budget, method=method, random_state=0
         ).fit(X)
         if reference is None:
-            reference = exact_kpca_reference(X, fit.kernel_, 10, center=fit.center)
+            reference = exact_kpca_reference(
+                X, fit.kernel_, 10, center=fit.center
+            )
         error = fit.approximation_error(X, reference=False)["error"]
         words.append(fit.communication_.total_words("fit"))
-        excess.append(excess_energy_ratio(error, reference["opt"], reference["trace"]))
+        excess.append(
+            excess_energy_ratio(error, reference["opt"], reference["trace"])
+        )
     print(f"{label:26s}", ", ".join(f"{e:.3f}" for e in excess))
-    style = dict(marker="o", linewidth=4, alpha=0.5) if method is None else dict(marker=".")
+    if method is None:  # the budgeted fit: thick, under the others
+        style = dict(marker="o", linewidth=4, alpha=0.5)
+    else:
+        style = dict(marker=".")
     ax.plot(budgets, excess, label=label, **style)
 ax.set_xscale("log")
 ax.set_yscale("log")

@@ -61,10 +61,11 @@ if __name__ == "__main__":  # worker processes re-import this file
     in_process_words = in_process.communication_.words_by_round("fit")
     position = np.arange(len(rounds))
     fig, ax = plt.subplots(figsize=(7, 4))
-    for label, table, style in (
-        ("in-process", in_process_words, dict(marker="o", markersize=11, alpha=0.4)),
-        ("Dask, 2 worker processes", on_dask_words, dict(marker="x", markersize=7)),
-    ):
+    runs = (
+        ("in-process", in_process_words, dict(marker="o", ms=11, alpha=0.4)),
+        ("Dask, 2 worker processes", on_dask_words, dict(marker="x", ms=7)),
+    )
+    for label, table, style in runs:
         totals = [sum(table[name].values()) for name in rounds]
         ax.plot(totals, position, linestyle="none", label=label, **style)
     ax.set_yticks(position, rounds)
