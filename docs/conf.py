@@ -109,7 +109,11 @@ html_theme_options = {
     "footer_start": ["copyright"],
     "footer_end": [],
 }
-html_sidebars = {"index": [], "auto_examples/index": [], "getting_started": []}
+# No left column where it would be empty (the landing pages), or where it would squeeze a
+# wide figure (the budget page's grid of 20 panels; the results pages, whose left column
+# would list all 50 of them: the results index does).
+html_sidebars = {"index": [], "auto_examples/index": [], "getting_started": [],
+                 "budget": [], "results/*": []}
 # A code block with no language is program output (a ledger, a plan): plain text, not Python.
 highlight_language = "text"
 html_show_sourcelink = False
@@ -167,7 +171,7 @@ def _unlink_sklearn_refs(app, what, name, obj, options, lines):
     """Inherited scikit-learn methods cite labels of scikit-learn's own site: keep the text."""
     if not (getattr(obj, "__module__", None) or "").startswith("sklearn"):
         return
-    lines[:] = [SKLEARN_REF.sub(lambda m: m.group(1) or f"``{m.group(2)}``", line)
+    lines[:] = [SKLEARN_REF.sub(lambda m: m.group(1) or "scikit-learn's documentation", line)
                 for line in lines]
 
 
