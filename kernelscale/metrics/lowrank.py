@@ -96,6 +96,27 @@ def lowrank_error(model, X, center_norm_sq: float | None = None) -> dict:
     For a centred model the error is centred on ``X``'s own mean (module
     docstring); ``center_norm_sq = ||mu_X||^2`` of ``X`` may be passed when
     known (see :func:`kernel_mean_norm_sq`) and is computed from ``X`` otherwise.
+
+    Parameters
+    ----------
+    model : object
+        A fitted model (an estimator's ``model_``), a fitted estimator with
+        ``model_``, or a fitted ``StreamingKernelPCA``.
+    X : ndarray or CSR matrix of shape (n_samples, n_features)
+        The points to measure the error on.
+    center_norm_sq : float, optional
+        ``||mu_X||^2``, for a centred model.
+
+    Returns
+    -------
+    result : dict
+        ``trace`` (the total energy), ``captured`` (the energy in the model's
+        subspace), ``error`` (``trace - captured``) and ``n_samples``.
+
+    See Also
+    --------
+    kernelscale.horizontal.distributed_error : The same through the workers.
+    excess_energy_ratio : Compares ``error`` with the optimum.
     """
     diag_sum = float(model.diag(X).sum())
     projections = model.transform(X)
