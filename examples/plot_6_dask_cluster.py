@@ -52,7 +52,6 @@ if __name__ == "__main__":  # worker processes re-import this file
     )
     print(on_dask.communication_.summary(times=False))
 
-    # %%
     # The two ledgers, round by round (a log scale: the rounds span five decades): the
     # Dask run's points sit on the in-process run's, because the protocol, not the
     # engine, decides what is sent.
@@ -74,6 +73,6 @@ if __name__ == "__main__":  # worker processes re-import this file
     ax.set_xlabel("words in the round (both directions, all workers)")
     ax.set_title("the same fit on Dask and in-process")
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="lower left")
     fig.tight_layout()
     plt.show()
