@@ -40,7 +40,22 @@ EXACT_REFERENCE_MAX_SAMPLES = 20_000
 
 
 def kernel_mean_norm_sq(X, kernel: Kernel, chunk_size: int = DEFAULT_CHUNK_SIZE) -> float:
-    """``||mu||^2 = (1/n^2) sum_ij k(x_i, x_j)``, blockwise (O(n^2) time, O(n chunk) memory)."""
+    """``||mu||^2 = (1/n^2) sum_ij k(x_i, x_j)``, blockwise (O(n^2) time, O(n chunk) memory).
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n_samples, n_features)
+        The points.
+    kernel : Kernel
+        The kernel.
+    chunk_size : int, default=4096
+        Rows per kernel block.
+
+    Returns
+    -------
+    norm_sq : float
+        The squared norm of the points' mean in feature space.
+    """
     total = 0.0
     for start in range(0, X.shape[0], chunk_size):
         total += float(kernel(X[start : start + chunk_size], X).sum())

@@ -91,6 +91,16 @@ def describe_partition(state: WorkerState):
 def validate_cluster(cluster: Cluster) -> PartitionInfo:
     """Check every partition and return their shapes; raise ValueError on bad data.
 
+    Parameters
+    ----------
+    cluster : Cluster
+        The workers; each describes its partition (phase ``setup``).
+
+    Returns
+    -------
+    info : PartitionInfo
+        Rows per worker, the feature count, the nonzeros of sparse partitions.
+
     Raises
     ------
     ValueError

@@ -54,7 +54,27 @@ def build_method(
     seed: int = 0,
     chunk_size: int = 4096,
 ) -> StreamingMethod:
-    """An empty streaming method by name (``gamma=None`` means ``1 / n_features_in``)."""
+    """An empty streaming method by name (``gamma=None`` means ``1 / n_features_in``).
+
+    Parameters
+    ----------
+    method : {'skpca', 'rnca', 'nystrom'}
+        Which method.
+    n_features_in : int
+        d.
+    kernel, gamma, n_random_features, sketch_size, n_landmarks, shrink : see
+        :class:`StreamingKernelPCA`.
+    seed : int, default=0
+        Seeds the random features (skpca, rnca) or the reservoir (nystrom).
+    chunk_size : int, default=4096
+        Rows lifted at once.
+
+    Returns
+    -------
+    method : StreamingMethod
+        An :class:`SKPCA`, :class:`RNCA` or :class:`StreamingNystrom`, ready for
+        ``partial_fit``.
+    """
     if method not in METHODS:
         raise ValueError(f"Unknown method {method!r}; choose one of {sorted(METHODS)}.")
     if gamma is None:
