@@ -62,8 +62,8 @@ def build_method(
         Which method.
     n_features_in : int
         d.
-    kernel, gamma, n_random_features, sketch_size, n_landmarks, shrink : see
-        :class:`StreamingKernelPCA`.
+    kernel, gamma, n_random_features, sketch_size, n_landmarks, shrink
+        As in :class:`StreamingKernelPCA`.
     seed : int, default=0
         Seeds the random features (skpca, rnca) or the reservoir (nystrom).
     chunk_size : int, default=4096
