@@ -140,7 +140,8 @@ resultsgen.write_pages()
 # Each estimator's page ends with its paper and the user-guide pages that explain it.
 ESTIMATOR_LINKS = {
     "DistributedKernelPCA": (
-        "paper-001", ":doc:`/methods`, :doc:`/communication`, "
+        "paper-001", ":doc:`/getting_started`, :doc:`/methods`, :doc:`/budget`, "
+        ":doc:`/communication`, "
         ":doc:`/auto_examples/plot_1_first_fit`, :doc:`/auto_examples/plot_2_word_budget`"),
     "VerticalKernelPCA": (
         "paper-002", ":doc:`/vertical`, :doc:`/auto_examples/plot_3_vertical_parties`"),
