@@ -52,7 +52,18 @@ def check_real(X, name: str = "X") -> None:
 
 
 def as_float_matrix(X):
-    """A 2-D float64 (or float32) ndarray or CSR matrix, or a ValueError."""
+    """A 2-D float64 (or float32) ndarray or CSR matrix, or a ValueError.
+
+    Parameters
+    ----------
+    X : array-like or sparse matrix
+        A partition.
+
+    Returns
+    -------
+    X : ndarray or scipy.sparse.csr_matrix
+        2-D, float32 kept, any other dtype converted to float64.
+    """
     if sp.issparse(X):
         X = sp.csr_matrix(X)
         if X.dtype not in (np.float32, np.float64):
