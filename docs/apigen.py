@@ -38,6 +38,32 @@ MODULES = [
      "and timing."),
 ]
 
+#: The index's sections, by setting: (title, one line, the home modules whose names it lists).
+SETTINGS = [
+    ("Rows spread over servers (horizontal)", "disKPCA, its baselines, the word forecast and "
+     "the budget planner.", ["kernelscale.horizontal"]),
+    ("Feature blocks held by parties (vertical)", "One-shot kernel PCA of paper 002 and the "
+     "DPCA baseline.", ["kernelscale.vertical"]),
+    ("User devices (federated clustering)", "Federated kernel k-means of paper 003, coreset "
+     "k-means and spectral clustering.", ["kernelscale.federated"]),
+    ("Streams (one pass, bounded memory)", "SKPCA of paper 004, RNCA, streaming Nystrom and "
+     "the mergeable sketches.", ["kernelscale.streaming"]),
+    ("Models, kernels and files", "Kernels, the bandwidth rule, saving and loading fitted "
+     "models.", ["kernelscale"]),
+    ("Backends: where the workers run", "The front door (``backend=``) and one cluster per "
+     "engine: in-process, Dask, Flower.", ["kernelscale.cluster_factory",
+                                           "kernelscale.backends",
+                                           "kernelscale.backends.local",
+                                           "kernelscale.backends.dask",
+                                           "kernelscale.backends.flower"]),
+    ("The protocol core and its ledger", "Clusters, rounds, the ledger that counts every word, "
+     "validation, errors.", ["kernelscale.runtime"]),
+    ("Datasets", "Bundled real data, file and LIBSVM loaders, synthetic generators.",
+     ["kernelscale.datasets"]),
+    ("Metrics", "Low-rank error and excess, subspace distances, kernel errors, clustering, "
+     "timing.", ["kernelscale.metrics"]),
+]
+
 GROUPS = [("Estimators", "estimator"), ("Classes", "class"), ("Exceptions", "exception"),
           ("Functions", "function"), ("Constants", "data")]
 
@@ -136,13 +162,8 @@ def write_pages() -> None:
     api = HERE / "api"
     api.mkdir(exist_ok=True)
     shutil.rmtree(api / "generated", ignore_errors=True)  # no page of a name that went away
-    index = ["API reference", "=============", "",
-             "Every public name of kernelscale, generated from its numpydoc docstring. "
-             "A name that several modules export has one page, under the module that "
-             "defines it; the others link there.", "",
-             ".. toctree::", "   :maxdepth: 1", ""]
+    index = index_page(modules, homes)
     for module_name, blurb in modules:
-        index.append(f"   {module_name}")
         module = importlib.import_module(module_name)
         lines = [module_name, "=" * len(module_name), "", blurb, "",
                  f".. automodule:: {module_name}", "   :no-members:", "",
@@ -182,3 +203,93 @@ def write_pages() -> None:
     target = api / "index.rst"
     if not target.exists() or target.read_text() != text:
         target.write_text(text)
+
+
+def index_page(modules: list[tuple[str, str]], homes: dict[int, str]) -> list[str]:
+    """The API index: every public class and function with its one-line summary, by setting.
+
+    Each name is listed once, at its canonical home; the estimators also head the page.
+    The module pages (with the constants and the re-exports) follow in a toctree.
+    """
+    names = [m for m, _ in modules]
+    owned: dict[str, list[tuple[str, str]]] = {m: [] for m in names}
+    for module_name in names:
+        module = importlib.import_module(module_name)
+        for name in public_names(module_name):
+            obj = getattr(module, name)
+            kind = kind_of(obj)
+            if kind != "data" and homes.get(id(obj)) == module_name:
+                owned[module_name].append((name, kind))
+    order = {kind: i for i, (_, kind) in enumerate(GROUPS)}
+
+    def table(entries: list[str]) -> list[str]:
+        # Names relative to the package, as scikit-learn's index shows them
+        # (``horizontal.DistributedKernelPCA``), under ``currentmodule:: kernelscale``.
+        short = [e.removeprefix("kernelscale.") for e in entries]
+        return [".. autosummary::", "   :nosignatures:", "", *(f"   {e}" for e in short), ""]
+
+    lines = ["API reference", "=============", "",
+             "Every public class and function of kernelscale, with the first line of its "
+             "docstring, grouped by the setting it serves. Each name links to its page (the "
+             "full numpydoc docstring, inherited methods, and the gallery examples that use "
+             "it). A name that several modules export is documented once, in the module "
+             "that defines it; the module pages below list the re-exports and constants.",
+             "", "Most users need only ``from kernelscale import ...``: the estimators, "
+             "``make_kernel``, ``median_heuristic``, ``save_model`` and ``load_model``.", "",
+             ".. currentmodule:: kernelscale", "",
+             "Estimators", "----------", "",
+             "scikit-learn estimators, one per setting; ``fit`` runs the protocol and "
+             "``communication_`` holds its ledger.", ""]
+    estimators = [f"{m}.{n}" for m in names for n, k in owned[m] if k == "estimator"]
+    lines += table(estimators)
+    listed = set()
+    for title, blurb, members in SETTINGS:
+        entries = []
+        for module_name in members:
+            if module_name not in owned:
+                continue
+            listed.add(module_name)
+            for name, _kind in sorted(owned[module_name], key=lambda e: (order[e[1]], e[0])):
+                entries.append(f"{module_name}.{name}")
+        if not entries:
+            continue
+        lines += [title, "-" * len(title), "", blurb, "", *table(entries)]
+    missing = [m for m in names if m not in listed and owned[m]]
+    if missing:
+        raise RuntimeError(f"apigen.SETTINGS has no section for {missing}")
+    lines += ["By module", "---------", "", ".. toctree::", "   :maxdepth: 1", "",
+              *(f"   {m}" for m in names), ""]
+    return lines
+
+
+def public_aliases() -> dict[str, list[str]]:
+    """Canonical name -> every public dotted name of the same class or function.
+
+    Examples import ``from kernelscale import DistributedKernelPCA`` while its page is
+    ``kernelscale.horizontal.DistributedKernelPCA``: the mini-gallery must look for both.
+    """
+    modules = [m for m, _ in public_modules()]
+    homes = canonical_homes(modules)
+    aliases: dict[int, list[str]] = {}
+    canonical: dict[int, str] = {}
+    for module_name in modules:
+        module = importlib.import_module(module_name)
+        for name in public_names(module_name):
+            obj = getattr(module, name)
+            if kind_of(obj) == "data":
+                continue
+            aliases.setdefault(id(obj), []).append(f"{module_name}.{name}")
+            if homes.get(id(obj)) == module_name:
+                canonical[id(obj)] = f"{module_name}.{name}"
+    return {canonical[key]: sorted(set(names)) for key, names in aliases.items()
+            if key in canonical}
+
+
+def class_aliases() -> dict[str, str]:
+    """Short class name -> its page, for numpydoc's type links (``Ledger`` in a docstring)."""
+    found = {}
+    for full in public_aliases():
+        module_name, name = full.rsplit(".", 1)
+        if inspect.isclass(getattr(importlib.import_module(module_name), name)):
+            found[name] = full
+    return found

@@ -106,6 +106,17 @@ def groups(names: list[str]) -> list[tuple[str, list[str]]]:
     return [(caption, members) for caption, members in out.items() if members]
 
 
+#: Figures wider than this (pixels) are shown at the page's width, not the text column's.
+WIDE = 1100
+
+
+def png_width(path: Path) -> int:
+    """The width of a PNG, from its header (bytes 16-19 of the IHDR chunk)."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    return int.from_bytes(head[16:20], "big") if head[:8] == b"\x89PNG\r\n\x1a\n" else 0
+
+
 def write_pages() -> list[str]:
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir()
@@ -122,7 +133,9 @@ def write_pages() -> list[str]:
         if summary.name == "summary.md":
             for image in sorted(summary.parent.glob("*.png")):
                 rel = Path("..", "..", image.relative_to(ROOT)).as_posix()
-                lines += [f"```{{image}} {rel}", f":alt: {image.stem}", ":width: 100%", "```", ""]
+                lines += [f"```{{image}} {rel}", f":alt: {image.stem}", ":width: 100%",
+                          *([":class: wide-figure"] if png_width(image) > WIDE else []),
+                          "```", ""]
         body = summary.read_text().splitlines()[start:]
         lines += [escape_cell_pipes(line) for line in body] + [""]
         (OUT / f"{name}.md").write_text("\n".join(lines))

@@ -57,4 +57,6 @@ ax.set_yscale("log")
 ax.set_xlabel("words sent (all parties, once)")
 ax.set_ylabel("sin theta distance to central KPCA")
 ax.set_title("4 parties, 600 digits, RBF, k = 5")
+ax.margins(x=0.15, y=0.15)  # room for the D = ... labels
+fig.tight_layout()  # keeps the axis labels inside the figure
 plt.show()

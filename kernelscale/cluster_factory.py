@@ -134,7 +134,18 @@ CLUSTER_PARAMETER_CONSTRAINTS = {
 def cluster_options(estimator) -> dict:
     """``make_cluster`` options from an estimator's ``n_jobs`` (in-process) or
     ``retry_lost`` and ``timeout`` (Dask; ``timeout`` also on Flower), as checked by
-    ``CLUSTER_PARAMETER_CONSTRAINTS`` when the fit starts."""
+    ``CLUSTER_PARAMETER_CONSTRAINTS`` when the fit starts.
+
+    Parameters
+    ----------
+    estimator : object
+        An estimator with ``backend`` and the cluster parameters.
+
+    Returns
+    -------
+    options : dict
+        Keyword arguments for :func:`make_cluster`.
+    """
     timeout = getattr(estimator, "timeout", None)
     timeout = {} if timeout is None else {"timeout": float(timeout)}
     if estimator.backend == "flower":

@@ -390,6 +390,23 @@ def make_kernel(
     function : callable or str, optional
         With ``name='callable'``: the function, or its reference from
         :meth:`Kernel.to_dict` (an import path or a token of this process).
+
+    Returns
+    -------
+    kernel : Kernel
+        The validated kernel (a frozen dataclass: its name and parameters), which
+        every estimator and protocol function takes.
+
+    See Also
+    --------
+    median_heuristic : The papers' RBF bandwidth rule, to pass as ``sigma``.
+
+    Examples
+    --------
+    >>> make_kernel("rbf", sigma=2.0).gamma
+    0.125
+    >>> make_kernel("poly", degree=4, n_features=64).gamma
+    0.015625
     """
     if name == "callable" or callable(name):
         function = name if callable(name) else function
@@ -443,6 +460,24 @@ def median_heuristic(X, scale: float = 0.2, n_subset: int = 2000, random_state=N
     n_subset : int
         Number of rows drawn (without replacement) to estimate the median.
     random_state : int, Generator or None
+        Seeds the subset.
+
+    Returns
+    -------
+    sigma : float
+        The bandwidth; ``gamma = 1 / (2 sigma^2)`` in scikit-learn's convention.
+
+    See Also
+    --------
+    make_kernel : Takes the result as ``sigma``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(500, 2))
+    >>> sigma = median_heuristic(X, scale=0.2, random_state=0)
+    >>> 0.2 < sigma < 0.4  # 0.2 x a median distance near sqrt(2) * 1.18
+    True
     """
     n = X.shape[0]
     if n < 2:

@@ -297,6 +297,21 @@ def save_model(model, path) -> None:
     ValueError
         For an estimator that is not fitted, or with a callable kernel (a model
         file holds no code).
+
+    See Also
+    --------
+    load_model : Reads it back.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, pathlib
+    >>> from kernelscale import DistributedKernelPCA
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> kpca = DistributedKernelPCA(n_components=2, n_landmarks=40, random_state=0).fit(X)
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "model.npz"
+    >>> save_model(kpca, path)
+    >>> np.allclose(load_model(path).transform(X[:5]), kpca.transform(X[:5]))
+    True
     """
     if is_registered_estimator(model):
         arrays, meta = estimator_to_arrays(model)

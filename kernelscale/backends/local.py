@@ -18,7 +18,23 @@ from kernelscale.runtime.cluster import Cluster, WorkerError, WorkerState, one_b
 
 
 def effective_n_jobs(n_jobs: int | None) -> int:
-    """Threads for ``n_jobs`` as in scikit-learn (None: 1; -1: all cores; -2: all but one)."""
+    """Threads for ``n_jobs`` as in scikit-learn (None: 1; -1: all cores; -2: all but one).
+
+    Parameters
+    ----------
+    n_jobs : int or None
+        scikit-learn's ``n_jobs``.
+
+    Returns
+    -------
+    threads : int
+        At least 1.
+
+    Examples
+    --------
+    >>> effective_n_jobs(None), effective_n_jobs(3)
+    (1, 3)
+    """
     if n_jobs is None:
         return 1
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:

@@ -48,6 +48,29 @@ def ck_kmeans(X, n_clusters: int, n_eigenvectors: int | None = None, gamma: floa
     """CK k-means: exact top-``s`` eigenpairs of the RBF kernel matrix, then k-means.
 
     Builds the full n x n kernel: an exact reference for small data.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        All the data, in one place.
+    n_clusters : int
+        k.
+    n_eigenvectors : int, optional
+        s, the eigenvectors k-means runs on (default ``n_clusters``).
+    gamma : float, optional
+        RBF parameter; default paper 003's rule.
+    random_state : int, Generator or None
+        Seeds k-means.
+
+    Returns
+    -------
+    labels : ndarray of shape (n_samples,)
+        The cluster of each row.
+
+    See Also
+    --------
+    sk_kmeans : The same with a Nystrom approximation of the kernel.
+    FederatedKernelKMeans : The federated algorithm these baselines judge.
     """
     rng = as_generator(random_state)
     s = n_clusters if n_eigenvectors is None else n_eigenvectors
@@ -60,7 +83,32 @@ def ck_kmeans(X, n_clusters: int, n_eigenvectors: int | None = None, gamma: floa
 
 def sk_kmeans(X, n_clusters: int, n_eigenvectors: int | None = None, n_landmarks: int = 200,
               gamma: float | None = None, random_state=None) -> np.ndarray:
-    """SK k-means: Nystrom approximation of the kernel, rank-``s`` truncation, k-means."""
+    """SK k-means: Nystrom approximation of the kernel, rank-``s`` truncation, k-means.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        All the data, in one place.
+    n_clusters : int
+        k.
+    n_eigenvectors : int, optional
+        s, the rank kept (default ``n_clusters``).
+    n_landmarks : int, default=200
+        Nystrom landmarks.
+    gamma : float, optional
+        RBF parameter; default paper 003's rule.
+    random_state : int, Generator or None
+        Seeds the landmarks and k-means.
+
+    Returns
+    -------
+    labels : ndarray of shape (n_samples,)
+        The cluster of each row.
+
+    See Also
+    --------
+    ck_kmeans : The exact kernel's version (small data).
+    """
     from sklearn.kernel_approximation import Nystroem  # slow import: on first use
     from sklearn.utils.extmath import randomized_svd
 
@@ -93,7 +141,35 @@ class ClusteringResult:
 def rfk_kmeans(cluster: Cluster, n_clusters: int, *, n_random_features: int = 800,
                coreset_size: int = 1000, gamma: float | None = None, n_refine: int = 10,
                random_state=None) -> ClusteringResult:
-    """RFK k-means: random Fourier features on the workers, then the coreset k-means."""
+    """RFK k-means: random Fourier features on the workers, then the coreset k-means.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        The clients, each holding its rows.
+    n_clusters : int
+        k.
+    n_random_features : int, default=800
+        Random Fourier features per point (drawn once, from a broadcast seed).
+    coreset_size : int, default=1000
+        Points of the distributed k-means coreset.
+    gamma : float, optional
+        RBF parameter; default paper 003's rule (:func:`paper_gamma`).
+    n_refine : int, default=10
+        Lloyd refinement rounds after the coreset solution.
+    random_state : int, Generator or None
+        Seeds the features and the coreset.
+
+    Returns
+    -------
+    result : ClusteringResult
+        The labels (in the workers' order), the centres in the random-feature
+        space, and the ``gamma`` used.
+
+    See Also
+    --------
+    fk_kmeans : Fresh features every iteration and a spectral step (paper 003).
+    """
     rng = as_generator(random_state)
     cluster.reset()
     info = validate_cluster(cluster)

@@ -93,7 +93,19 @@ class _EmbeddingClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
         return self.cluster_centers_.shape[1]
 
     def transform(self, X):
-        """Coordinates of ``X`` in the embedding the centres live in."""
+        """Coordinates of ``X`` in the embedding the centres live in.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            New points, with the training data's features.
+
+        Returns
+        -------
+        H : ndarray of shape (n_samples, n_components)
+            Their embedding (the rows of H for FK k-means, the kernel principal
+            components for spectral clustering), where ``cluster_centers_`` live.
+        """
         check_is_fitted(self)
         check_real(X)
         X = validate_data(self, X, accept_sparse="csr", reset=False,
@@ -101,7 +113,18 @@ class _EmbeddingClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
         return like_input(self._embed(X), X)
 
     def predict(self, X):
-        """Cluster of each row of ``X``: the nearest centre in the embedding."""
+        """Cluster of each row of ``X``: the nearest centre in the embedding.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            New points, with the training data's features.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            Index of the nearest row of ``cluster_centers_``.
+        """
         H, centers = self.transform(X), self.cluster_centers_
         d2 = -2.0 * H @ centers.T + np.einsum("ij,ij->i", centers, centers)
         return np.argmin(d2, axis=1)
@@ -189,6 +212,8 @@ class FederatedKernelKMeans(_EmbeddingClustering):
     model_ : FKKMeansModel
         Seeds and projections: embeds and labels new points.
     gamma_ : float
+        The RBF parameter used (``gamma``, or the paper's rule computed from the
+        clients' sums).
     threshold_ : float
         lambda, the (k+2)-th eigenvalue of the first iteration.
     eigenvalues_ : ndarray of shape (n_eigenvectors,)
@@ -196,18 +221,35 @@ class FederatedKernelKMeans(_EmbeddingClustering):
     ranks_ : list of int
         Rank r_t of Z_t per iteration.
     lanczos_steps_ : list of int
+        Steps of the distributed Lanczos method per iteration.
     communication_ : Ledger
         Every message (phases 'setup', 'fit', and 'collect' for the labels).
     n_iter_ : int
+        DSPGD iterations run (``max_iter``).
     n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features,)
+        Names of the features seen during ``fit``; defined only when ``X`` has
+        string column names.
+
+    See Also
+    --------
+    fk_kmeans : The protocol itself, on a cluster of clients.
+    DistributedSpectralClustering : disKPCA, then the same coreset k-means (paper 001).
+    distributed_kmeans : The coreset k-means of the last step, on any rows.
+    sklearn.cluster.KMeans : Linear k-means of data held in one place.
 
     Examples
     --------
     >>> from sklearn.datasets import make_blobs
     >>> X, _ = make_blobs(200, centers=3, random_state=0)
     >>> fk = FederatedKernelKMeans(n_clusters=3, max_iter=5, random_state=0).fit(X)
+    >>> fk.labels_.shape
+    (200,)
     >>> fk.communication_.total_words(kind="raw_points")
     0
+    >>> fk.predict(X[:3]).shape
+    (3,)
     """
 
     _parameter_constraints: dict = {
@@ -262,6 +304,11 @@ class FederatedKernelKMeans(_EmbeddingClustering):
             workers) or a dask array (its row chunks are the clients' partitions)
         y : array, optional
             Labels, used only by ``partition='label'``.
+
+        Returns
+        -------
+        self : FederatedKernelKMeans
+            The fitted estimator; ``labels_`` hold the clusters of the training rows.
         """
         with verbosity(self.verbose):
             return self._fit(X, y)
@@ -306,9 +353,11 @@ class DistributedSpectralClustering(_EmbeddingClustering):
     Parameters
     ----------
     n_clusters : int, default=8
+        k, the number of clusters.
     n_components : int, optional
         Rank of the kernel PCA (default ``n_clusters``).
     kernel : {'rbf', 'laplacian', 'poly', 'linear', 'arccos'}, default='rbf'
+        The kernel (the ones with a random feature map, for disKPCA's sampler).
     gamma : float, optional
         For 'rbf' default the gamma rule of paper 003 (from per-worker sums);
         otherwise scikit-learn's default.
@@ -316,9 +365,13 @@ class DistributedSpectralClustering(_EmbeddingClustering):
     n_landmarks, n_leverage, embedding_dim, row_sketch_dim, n_random_features, messages :
         disKPCA parameters (see :class:`kernelscale.horizontal.DistributedKernelPCA`).
     coreset_size : int, default=1000
+        Points of the distributed k-means coreset.
     n_refine : int, default=10
+        Lloyd refinement rounds after the coreset solution.
     n_workers : int, default=5
+        Workers ``fit(X)`` splits ``X`` over.
     partition : {'power_law', 'uniform', 'label'}, default='power_law'
+        How ``fit(X)`` splits the rows (``'label'`` needs ``y``).
     backend : {'local', 'dask', 'flower'}, default='local'
         As in :class:`FederatedKernelKMeans`.
     client : distributed.Client, str or FlowerCluster, optional
@@ -338,21 +391,54 @@ class DistributedSpectralClustering(_EmbeddingClustering):
     verbose : int, default=0
         As in :class:`FederatedKernelKMeans`.
     random_state : int, RandomState, Generator or None
+        Seeds every random choice (sampling, feature maps, the coreset).
 
     Attributes
     ----------
-    labels_, cluster_centers_ (in the projected space), model_ (KernelPCAModel),
-    kernel_, communication_, n_features_in_
-        ``labels_`` follow the rows of ``X``, or the given partitions concatenated;
-        the rows of a client lost during the fit (``lost="drop"``) are labelled -1.
+    labels_ : ndarray of shape (n_samples,)
+        Cluster of each training row, in the order of the rows of ``X`` or of the
+        given partitions concatenated; the rows of a client lost during the fit
+        (``lost="drop"``) are labelled -1.
+    cluster_centers_ : ndarray of shape (n_clusters, n_components)
+        Centres in the space of the kernel principal components.
+    model_ : KernelPCAModel
+        The disKPCA model (landmarks and coefficients) that embeds new points.
+    kernel_ : Kernel
+        The kernel used, with its parameters resolved (``gamma`` from the rule).
+    communication_ : Ledger
+        Every message of the fit (disKPCA's rounds, then the k-means rounds); the
+        sampled landmarks are its only ``raw_points``.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features,)
+        Names of the features seen during ``fit``; defined only when ``X`` has
+        string column names.
     lost_workers_ : list of int
         Clients lost during the fit and left out of it (as in
         :class:`FederatedKernelKMeans`); the model comes from the others.
+
+    See Also
+    --------
+    FederatedKernelKMeans : Clustering that sends no input row (paper 003).
+    distributed_spectral_clustering : The protocol itself, on a cluster of workers.
+    DistributedKernelPCA : The disKPCA step alone.
+    sklearn.cluster.SpectralClustering : Spectral clustering of data held in one place.
 
     Notes
     -----
     ``fit`` takes what :class:`FederatedKernelKMeans` takes: one matrix (split over
     ``n_workers``), a list of partitions, a list of loaders or a dask array.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> X, _ = make_blobs(300, centers=3, random_state=0)
+    >>> sc = DistributedSpectralClustering(n_clusters=3, n_landmarks=50,
+    ...                                    random_state=0).fit(X)
+    >>> sc.labels_.shape, sc.cluster_centers_.shape
+    ((300,), (3, 3))
+    >>> sc.communication_.total_words("fit", kind="raw_points")  # 50 x 2 up, then to 5 workers
+    600
     """
 
     _parameter_constraints: dict = {
@@ -418,6 +504,11 @@ class DistributedSpectralClustering(_EmbeddingClustering):
             workers) or a dask array (its row chunks are the partitions)
         y : array, optional
             Labels, used only by ``partition='label'``.
+
+        Returns
+        -------
+        self : DistributedSpectralClustering
+            The fitted estimator; ``labels_`` hold the clusters of the training rows.
         """
         with verbosity(self.verbose):
             return self._fit(X, y)

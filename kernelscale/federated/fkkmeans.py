@@ -75,6 +75,20 @@ def paper_gamma(cluster: Cluster, n_rows=None, min_rows: int = MIN_ROWS_FOR_GAMM
     :class:`~kernelscale.backends.flower.cluster.FlowerCluster` with ``secure_rounds``
     naming ``"gamma: moments"``, where the server learns only the totals).
 
+    Parameters
+    ----------
+    cluster : Cluster
+        The clients, each holding its rows.
+    n_rows : sequence of int, optional
+        Rows per client, to refuse a client too small to send its sums safely.
+    min_rows : int
+        The fewest rows a client may hold when the round is not secure.
+
+    Returns
+    -------
+    gamma : float
+        The RBF parameter of paper 003's rule.
+
     Raises
     ------
     ValueError

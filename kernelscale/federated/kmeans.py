@@ -348,6 +348,30 @@ def distributed_kmeans(
     :func:`kmeans_on_workers` on the raw rows: the sampled coreset points travel
     as ``raw_points``.
 
+    Parameters
+    ----------
+    cluster : Cluster
+        The workers, each holding its rows.
+    n_clusters : int
+        k.
+    coreset_size : int, default=1000
+        Coreset points over all workers, shared in proportion to each worker's
+        local k-means cost.
+    random_state : int, Generator or None
+        Seeds the local solutions, the coreset and the master's k-means.
+    n_init : int, default=10
+        Restarts of the weighted k-means at the master.
+    n_refine : int, default=0
+        Lloyd rounds through the workers after the coreset solution.
+    collect_labels : bool, default=True
+        Gather every row's label at the master (phase ``collect``).
+
+    Returns
+    -------
+    result : DistributedKMeansResult
+        The centres, the labels (when collected), each worker's coreset size and
+        which workers answered.
+
     Examples
     --------
     >>> import numpy as np

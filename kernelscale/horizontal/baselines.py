@@ -83,6 +83,38 @@ def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,
     Rounds: the uniform sample (seeds, then the points to the master), disLR
     (Y to every worker with the config, ``k(Y,A_i) k(A_i,Y)`` up) and the
     coefficients back. ``redraw`` as in :func:`kernelscale.horizontal.diskpca.diskpca`.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        The workers, each holding its partition of the rows.
+    kernel : Kernel
+        From :func:`~kernelscale.make_kernel`.
+    n_components : int
+        Rank k of the subspace.
+    n_landmarks : int
+        |Y|, the number of distinct points sampled uniformly.
+    messages : {'gram', 'sketch'}
+        As in :func:`~kernelscale.horizontal.diskpca`.
+    center : bool
+        Centre the data in feature space.
+    chunk_size : int
+        Rows a worker processes at once.
+    random_state : int, Generator or None
+        Seeds the sample.
+    redraw : bool
+        Draw again when copies leave the sample short.
+
+    Returns
+    -------
+    model : KernelPCAModel
+        The fitted model (``transform`` projects new rows); the cluster's ledger
+        holds the fit's messages.
+
+    See Also
+    --------
+    diskpca : The same disLR step after chosen landmarks.
+    uniform_batch : The sample's kernel PCA at the master instead.
     """
     rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
     check_landmark_count(n_landmarks, "uniform_dislr")
@@ -149,6 +181,34 @@ def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
     sample of 1,332 of spam's 4,601 rows has 4x the excess
     (``benchmarks/results/budget/pilot_signals.md``). ``redraw`` as in
     :func:`kernelscale.horizontal.diskpca.diskpca`.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        The workers, each holding its partition of the rows.
+    kernel : Kernel
+        From :func:`~kernelscale.make_kernel`.
+    n_components : int
+        Rank k of the subspace.
+    n_landmarks : int
+        |Y|, the number of distinct points sampled uniformly.
+    center : bool
+        Centre the data in feature space.
+    random_state : int, Generator or None
+        Seeds the sample.
+    redraw : bool
+        Draw again when copies leave the sample short.
+
+    Returns
+    -------
+    model : KernelPCAModel
+        The fitted model (``transform`` projects new rows); the cluster's ledger
+        holds the fit's messages.
+
+    See Also
+    --------
+    uniform_dislr : The same sample, components from every row.
+    exact_kpca : Every row to the master.
     """
     rng, info, n_landmarks = _prepare(cluster, kernel, n_components, n_landmarks, random_state)
     check_batch_size(n_landmarks, "uniform_batch",
@@ -207,6 +267,27 @@ def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int | None = 10,
     ``remove_zero_eig``; ``n_components=None`` keeps every non-zero component),
     and the model goes back to every worker (round 'exact KPCA: landmarks and
     components': all n points and the n x k coefficients), as for every method.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        The workers, each holding its partition of the rows.
+    kernel : Kernel
+        From :func:`~kernelscale.make_kernel`.
+    n_components : int
+        Rank k of the subspace.
+    center : bool
+        Centre the data in feature space.
+
+    Returns
+    -------
+    model : KernelPCAModel
+        The fitted model (``transform`` projects new rows); the cluster's ledger
+        holds the fit's messages.
+
+    See Also
+    --------
+    uniform_batch : A uniform sample to the master instead of every row.
     """
     cluster.reset()
     info = validate_cluster(cluster)
@@ -312,6 +393,33 @@ def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10
     linear kernel's map has m = d features), the last components are zero,
     with a ``UserWarning``. The components (m x k, and the feature mean when
     centred) go back to the workers in the round 'random features: components'.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        The workers, each holding its partition of the rows.
+    kernel : Kernel
+        From :func:`~kernelscale.make_kernel`.
+    n_components : int
+        Rank k of the subspace.
+    n_random_features : int
+        m, the random features per point.
+    center : bool
+        Centre the data in feature space.
+    chunk_size : int
+        Rows a worker processes at once.
+    random_state : int, Generator or None
+        Seeds the feature map (one word, broadcast).
+
+    Returns
+    -------
+    model : RandomFeaturePCAModel
+        The fitted model (``transform`` projects new rows); the cluster's ledger
+        holds the fit's messages.
+
+    See Also
+    --------
+    diskpca : Kernel PCA through landmarks instead of a feature map.
     """
     rng = as_generator(random_state)
     cluster.reset()

@@ -118,6 +118,26 @@ def distributed_error(cluster: Cluster, model, center_norm_sq: float | None = No
     fitted estimator with ``model_``, or a fitted ``StreamingKernelPCA`` (uncentred;
     see :class:`StreamingModel`); anything else is a ``TypeError``. The values
     are Python ``float`` (``n_samples`` an ``int``).
+
+    Parameters
+    ----------
+    cluster : Cluster
+        The workers holding the data to evaluate on.
+    model : object
+        The fitted model (see above).
+    center_norm_sq : float, optional
+        ``||mu_X||^2`` of the evaluated data; needed by a centred model.
+    chunk_size : int, default=4096
+        Rows a worker processes at once.
+
+    Returns
+    -------
+    result : dict
+        ``trace``, ``captured``, ``error`` and ``n_samples`` (see above).
+
+    See Also
+    --------
+    kernelscale.metrics.lowrank_error : The same on data held in one place.
     """
     model = evaluated_model(model)
     if is_centred(model) and center_norm_sq is None:

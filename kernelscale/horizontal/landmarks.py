@@ -118,6 +118,28 @@ def landmark_batch(cluster: Cluster, kernel: Kernel, landmarks, n_components: in
 
     The workers' partitions are validated (phase ``setup``) so that Y has their
     feature count; they take no part in the fit.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        The workers (validated only).
+    kernel : Kernel
+        The kernel.
+    landmarks : ndarray or CSR matrix of shape (n_landmarks, n_features)
+        Y, the points whose kernel PCA is the model.
+    n_components : int, default=10
+        k.
+    center : bool, default=False
+        Centre Y in feature space.
+
+    Returns
+    -------
+    model : KernelPCAModel
+        The kernel PCA of Y, projecting any point through ``k(Y, x)``.
+
+    See Also
+    --------
+    landmark_dislr : The best subspace in span(phi(Y)) for all the data instead.
     """
     from kernelscale.horizontal.baselines import batch_kpca, check_batch_size
 

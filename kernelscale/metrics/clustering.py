@@ -10,7 +10,20 @@ __all__ = ["kernel_kmeans_objective", "nmi"]
 
 
 def nmi(labels_true, labels_pred) -> float:
-    """Normalized mutual information (Strehl & Ghosh 2002), scikit-learn's implementation."""
+    """Normalized mutual information (Strehl & Ghosh 2002), scikit-learn's implementation.
+
+    Parameters
+    ----------
+    labels_true : array-like of shape (n_samples,)
+        The true classes.
+    labels_pred : array-like of shape (n_samples,)
+        The clusters found.
+
+    Returns
+    -------
+    score : float
+        1 for a perfect match, 0 for independent labellings.
+    """
     from sklearn.metrics import normalized_mutual_info_score  # slow import: on first use
     return float(normalized_mutual_info_score(labels_true, labels_pred))
 

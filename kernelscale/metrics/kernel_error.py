@@ -125,6 +125,29 @@ def streaming_space_words(
     """Space in words of 004 (section 3): what each streaming method holds.
 
     ``skpca``: ``m d + m l``; ``rnca``: ``m^2 + m d``; ``nystrom``: ``c^2 + c d``.
+
+    Parameters
+    ----------
+    method : {'skpca', 'rnca', 'nystrom'}
+        The streaming method.
+    n_features : int
+        d.
+    n_random_features : int, optional
+        m (``skpca``, ``rnca``).
+    sketch_size : int, optional
+        l, the Frequent Directions rows (``skpca``).
+    n_landmarks : int, optional
+        c (``nystrom``).
+
+    Returns
+    -------
+    words : int
+        The words the method holds, whatever the stream's length.
+
+    Examples
+    --------
+    >>> streaming_space_words("skpca", n_features=10, n_random_features=100, sketch_size=20)
+    3000
     """
     d = n_features
     if method == "skpca":

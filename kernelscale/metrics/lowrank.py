@@ -40,7 +40,22 @@ EXACT_REFERENCE_MAX_SAMPLES = 20_000
 
 
 def kernel_mean_norm_sq(X, kernel: Kernel, chunk_size: int = DEFAULT_CHUNK_SIZE) -> float:
-    """``||mu||^2 = (1/n^2) sum_ij k(x_i, x_j)``, blockwise (O(n^2) time, O(n chunk) memory)."""
+    """``||mu||^2 = (1/n^2) sum_ij k(x_i, x_j)``, blockwise (O(n^2) time, O(n chunk) memory).
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n_samples, n_features)
+        The points.
+    kernel : Kernel
+        The kernel.
+    chunk_size : int, default=4096
+        Rows per kernel block.
+
+    Returns
+    -------
+    norm_sq : float
+        The squared norm of the points' mean in feature space.
+    """
     total = 0.0
     for start in range(0, X.shape[0], chunk_size):
         total += float(kernel(X[start : start + chunk_size], X).sum())
@@ -49,6 +64,17 @@ def kernel_mean_norm_sq(X, kernel: Kernel, chunk_size: int = DEFAULT_CHUNK_SIZE)
 
 def exact_kpca_reference(X, kernel: Kernel, n_components: int, center: bool = False) -> dict:
     """Exact kernel PCA on the full kernel matrix (small data only).
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n_samples, n_features)
+        All the data, in one place (the kernel matrix is n x n).
+    kernel : Kernel
+        From :func:`~kernelscale.make_kernel`, or an estimator's ``kernel_``.
+    n_components : int
+        k.
+    center : bool, default=False
+        Centre the kernel matrix, as a centred model does.
 
     Returns
     -------
@@ -85,6 +111,27 @@ def lowrank_error(model, X, center_norm_sq: float | None = None) -> dict:
     For a centred model the error is centred on ``X``'s own mean (module
     docstring); ``center_norm_sq = ||mu_X||^2`` of ``X`` may be passed when
     known (see :func:`kernel_mean_norm_sq`) and is computed from ``X`` otherwise.
+
+    Parameters
+    ----------
+    model : object
+        A fitted model (an estimator's ``model_``), a fitted estimator with
+        ``model_``, or a fitted ``StreamingKernelPCA``.
+    X : ndarray or CSR matrix of shape (n_samples, n_features)
+        The points to measure the error on.
+    center_norm_sq : float, optional
+        ``||mu_X||^2``, for a centred model.
+
+    Returns
+    -------
+    result : dict
+        ``trace`` (the total energy), ``captured`` (the energy in the model's
+        subspace), ``error`` (``trace - captured``) and ``n_samples``.
+
+    See Also
+    --------
+    kernelscale.horizontal.distributed_error : The same through the workers.
+    excess_energy_ratio : Compares ``error`` with the optimum.
     """
     diag_sum = float(model.diag(X).sum())
     projections = model.transform(X)
@@ -126,12 +173,58 @@ def error_from_sums(model, diag_sum, captured, n, center_norm_sq=None, X=None,
 
 
 def error_ratio(error: float, opt: float) -> float:
-    """The paper's ``err / opt``; NaN when ``opt <= 0`` (data of rank <= k: no ratio)."""
+    """The paper's ``err / opt``; NaN when ``opt <= 0`` (data of rank <= k: no ratio).
+
+    Parameters
+    ----------
+    error : float
+        A method's low-rank error ``sum_a ||phi(a) - Pi phi(a)||^2``.
+    opt : float
+        The same for exact kernel PCA (:func:`exact_kpca_reference`).
+
+    Returns
+    -------
+    ratio : float
+        At least 1 on the training data; 1 is the optimum.
+
+    See Also
+    --------
+    excess_energy_ratio : The measure the docs judge by (ratios hide differences).
+    """
     return error / opt if opt > 0 else float("nan")
 
 
 def excess_energy_ratio(error: float, opt: float, trace: float) -> float:
-    """``(err - opt) / (trace - opt)``: 0 for the optimum, 1 for the empty subspace."""
+    """``(err - opt) / (trace - opt)``: 0 for the optimum, 1 for the empty subspace.
+
+    The share of the energy that the best rank-k subspace captures which a method
+    misses. Raw error ratios are close to 1 for every method (opt is most of the
+    error), so this is the measure to compare methods by.
+
+    Parameters
+    ----------
+    error : float
+        A method's low-rank error.
+    opt : float
+        The best rank-k error (exact kernel PCA).
+    trace : float
+        The total energy ``sum_a k(a, a)`` (centred when the model is).
+
+    Returns
+    -------
+    excess : float
+        0 for exact kernel PCA, 1 for a subspace that captures nothing.
+
+    See Also
+    --------
+    error_ratio : The papers' ``err / opt``.
+    exact_kpca_reference : Computes ``opt`` and ``trace`` on small data.
+
+    Examples
+    --------
+    >>> excess_energy_ratio(error=95.0, opt=90.0, trace=100.0)
+    0.5
+    """
     denom = trace - opt
     if denom <= 0:
         raise ValueError("trace - opt must be positive (is the kernel matrix zero?).")

@@ -48,6 +48,18 @@ def principal_angle_sines(V, V_hat) -> np.ndarray:
 def sin_theta_distance(V, V_hat, norm: str = "fro") -> float:
     """``||sin Theta(V, V_hat)||`` in the Frobenius (``'fro'``) or spectral (``'spectral'``) norm.
 
+    Parameters
+    ----------
+    V, V_hat : ndarray of shape (n, k)
+        Bases of the two subspaces (orthonormalised here).
+    norm : {'fro', 'spectral'}, default='fro'
+        Which norm of the sines of the principal angles.
+
+    Returns
+    -------
+    distance : float
+        0 for the same subspace; at most ``sqrt(k)`` (Frobenius) or 1 (spectral).
+
     Examples
     --------
     >>> import numpy as np
@@ -68,6 +80,20 @@ def projector_error(U, U_hat) -> float:
     Computed from orthonormal bases without forming any d x d projector:
     ``||P_hat - P||_F^2 = r_hat + r - 2 ||Q^T Q_hat||_F^2``. For subspaces of the
     same dimension it equals ``2 ||sin Theta||_F^2``.
+
+    Parameters
+    ----------
+    U, U_hat : ndarray of shape (n, r) and (n, r_hat)
+        Bases of the two subspaces, one vector per column (orthonormalised here).
+
+    Returns
+    -------
+    error : float
+        0 for the same subspace.
+
+    See Also
+    --------
+    sin_theta_distance : The principal-angle distance.
     """
     Q, Q_hat = orthonormal_basis(U), orthonormal_basis(U_hat)
     if Q.shape[0] != Q_hat.shape[0]:

@@ -46,6 +46,17 @@ def finalize_model(estimator) -> None:
     objects: the SVD of the sketch or the eigendecomposition), otherwise reads
     ``estimator.components_`` when the estimator has one (``StreamingKernelPCA``
     computes it lazily on first read). Anything else is left as it is.
+
+    Parameters
+    ----------
+    estimator : object
+        A streaming method or estimator, fed its whole stream.
+
+    Returns
+    -------
+    None
+        The estimator is changed in place (its decomposition cached), so that a
+        timing of the training includes the decomposition.
     """
     eigen = getattr(estimator, "eigen", None)
     if callable(eigen):

@@ -367,6 +367,22 @@ def worker_seeds(random_state: np.random.Generator, n_workers: int) -> list[int]
 
     Reproducible for a given generator whatever the backend and whatever order
     the workers answer in. Each seed is one word when sent.
+
+    Parameters
+    ----------
+    random_state : numpy.random.Generator
+        The master's generator.
+    n_workers : int
+        How many seeds.
+
+    Returns
+    -------
+    seeds : list of int
+        One seed per worker, in worker order.
+
+    See Also
+    --------
+    shared_seed : One seed for randomness every worker must share.
     """
     root = int(random_state.integers(2**63))
     children = np.random.SeedSequence(root).spawn(n_workers)
@@ -374,7 +390,23 @@ def worker_seeds(random_state: np.random.Generator, n_workers: int) -> list[int]
 
 
 def shared_seed(random_state: np.random.Generator) -> int:
-    """A seed the master broadcasts for randomness every worker must share."""
+    """A seed the master broadcasts for randomness every worker must share.
+
+    Parameters
+    ----------
+    random_state : numpy.random.Generator
+        The master's generator (from the estimator's ``random_state``).
+
+    Returns
+    -------
+    seed : int
+        One word when broadcast; every worker rebuilds the same random operator
+        (a feature map, a sketch) from it.
+
+    See Also
+    --------
+    worker_seeds : Independent seeds for randomness local to each worker.
+    """
     return int(random_state.integers(2**63))
 
 

@@ -179,7 +179,18 @@ def check_real(X, name: str = "X") -> None:
 def as_float_matrix(X):
     """A 2-D float64 (or float32) ndarray or CSR matrix, or a ValueError.
 
-    A device array (:mod:`kernelscale.arrays`) stays on its device."""
+    A device array (:mod:`kernelscale.arrays`) stays on its device.
+
+    Parameters
+    ----------
+    X : array-like, sparse matrix or device array
+        A partition.
+
+    Returns
+    -------
+    X : ndarray, scipy.sparse.csr_matrix or device array
+        2-D, float32 kept, any other dtype converted to float64.
+    """
     if is_device_array(X):
         return as_float_device_matrix(X)
     if sp.issparse(X):
@@ -230,6 +241,16 @@ def describe_partition(state: WorkerState):
 
 def validate_cluster(cluster: Cluster) -> PartitionInfo:
     """Check every partition and return their shapes; raise ValueError on bad data.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        The workers; each describes its partition (phase ``setup``).
+
+    Returns
+    -------
+    info : PartitionInfo
+        Rows per worker, the feature count, the nonzeros of sparse partitions.
 
     Raises
     ------

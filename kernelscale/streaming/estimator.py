@@ -55,7 +55,27 @@ def build_method(
     seed: int = 0,
     chunk_size: int = 4096,
 ) -> StreamingMethod:
-    """An empty streaming method by name (``gamma=None`` means ``1 / n_features_in``)."""
+    """An empty streaming method by name (``gamma=None`` means ``1 / n_features_in``).
+
+    Parameters
+    ----------
+    method : {'skpca', 'rnca', 'nystrom'}
+        Which method.
+    n_features_in : int
+        d.
+    kernel, gamma, n_random_features, sketch_size, n_landmarks, shrink
+        As in :class:`StreamingKernelPCA`.
+    seed : int, default=0
+        Seeds the random features (skpca, rnca) or the reservoir (nystrom).
+    chunk_size : int, default=4096
+        Rows lifted at once.
+
+    Returns
+    -------
+    method : StreamingMethod
+        An :class:`SKPCA`, :class:`RNCA` or :class:`StreamingNystrom`, ready for
+        ``partial_fit``.
+    """
     if method not in METHODS:
         raise ValueError(f"Unknown method {method!r}; choose one of {sorted(METHODS)}.")
     if gamma is None:
@@ -129,10 +149,16 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         Approximate top eigenvalues of the kernel matrix (0 where the sketch has
         fewer directions). Lazy, like ``components_``.
     gamma_ : float
+        The kernel parameter used (``gamma``, or its default for the kernel).
     n_samples_seen_ : int
+        Points fed so far, over every ``partial_fit`` (or the one ``fit``).
     space_words_ : int
         Words held by the method (004's space count).
     n_features_in_ : int
+        Number of features seen in the first batch.
+    feature_names_in_ : ndarray of shape (n_features,)
+        Names of the features seen in the first batch; defined only when ``X``
+        has string column names.
 
     Warns
     -----
@@ -145,6 +171,14 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         shrink; increase ``sketch_size`` to at least ``2 * n_components + 2`` or
         use ``shrink='classic'``.
 
+    See Also
+    --------
+    SKPCA : The sketch behind ``method='skpca'`` (random features + Frequent Directions).
+    RNCA : The baseline of ``method='rnca'`` (the m x m covariance of random features).
+    StreamingNystrom : The baseline of ``method='nystrom'`` (a reservoir of landmarks).
+    streaming_kpca_distributed : One SKPCA sketch per worker, merged at the master.
+    sklearn.decomposition.IncrementalPCA : Linear PCA fed in batches.
+
     Examples
     --------
     >>> import numpy as np
@@ -154,6 +188,8 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     ...     est = est.partial_fit(batch)
     >>> est.transform(X[:5]).shape
     (5, 3)
+    >>> est.n_samples_seen_
+    1000
     """
 
     _parameter_constraints: dict = {
@@ -241,7 +277,14 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         Parameters
         ----------
         X : array-like or CSR matrix of shape (n_samples, n_features)
-        y : ignored
+            The next batch of the stream.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : StreamingKernelPCA
+            The estimator, its sketch updated.
         """
         first = not hasattr(self, "sketcher_")
         check_real(X)
@@ -261,6 +304,18 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
         The decomposition is computed once at the end (and warns if the sketch
         holds fewer than ``n_components`` directions).
+
+        Parameters
+        ----------
+        X : array-like or CSR matrix of shape (n_samples, n_features)
+            The whole stream, fed in order.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : StreamingKernelPCA
+            The fitted estimator.
         """
         check_real(X)
         X = validate_data(self, X, reset=True, accept_sparse="csr",
@@ -340,7 +395,18 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         return self._padded()[1]
 
     def transform(self, X) -> np.ndarray:
-        """Scores on the top ``n_components`` kernel principal directions (n, n_components)."""
+        """Scores on the top ``n_components`` kernel principal directions.
+
+        Parameters
+        ----------
+        X : array-like or CSR matrix of shape (n_samples, n_features)
+            Points to project (lifted by the method's feature map).
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, n_components)
+            Their scores; 0 on components the sketch does not hold.
+        """
         check_is_fitted(self, "sketcher_")
         check_real(X)
         X = validate_data(self, X, reset=False, accept_sparse="csr",
@@ -384,6 +450,21 @@ def save_streaming_model(estimator: StreamingKernelPCA, path) -> None:
     random-feature seed, from which the feature map is rebuilt), as plain arrays
     and JSON; no pickle. It is written under a temporary name and renamed into
     place, so a crash never leaves half a file.
+
+    Parameters
+    ----------
+    estimator : StreamingKernelPCA
+        A fitted estimator.
+    path : str or pathlib.Path
+        Where to write it (``.npz``).
+
+    Returns
+    -------
+    None
+
+    See Also
+    --------
+    load_streaming_model : Reads it back.
     """
     if not isinstance(estimator, StreamingKernelPCA):
         raise TypeError(
@@ -400,5 +481,20 @@ def load_streaming_model(path) -> StreamingKernelPCA:
 
     The returned estimator can ``transform`` and keep streaming with
     ``partial_fit``. A file that holds another model is a ``ValueError`` naming it.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        A file written by :func:`save_streaming_model`.
+
+    Returns
+    -------
+    estimator : StreamingKernelPCA
+        The fitted estimator, its sketch restored.
+
+    See Also
+    --------
+    save_streaming_model : Writes the file.
+    kernelscale.load_model : Reads this file too, and every other model file.
     """
     return load_model(path, expected_type=StreamingKernelPCA)

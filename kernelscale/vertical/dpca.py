@@ -70,6 +70,23 @@ def ring_neighbourhoods(n_parties: int, size: int) -> list[np.ndarray]:
     where it means full connection (paper 002 uses J = 10 parties, so DPCA10 is
     fully connected there); ``ring_neighbourhoods(20, 10)`` raises ``ValueError``.
     Use an odd size (9 or 11) or explicit neighbourhoods for more parties.
+
+    Parameters
+    ----------
+    n_parties : int
+        J, the parties on the ring.
+    size : int
+        Parties in each neighbourhood, the party itself included.
+
+    Returns
+    -------
+    neighbourhoods : list of ndarray
+        For each party, the indices of the parties it exchanges with.
+
+    Examples
+    --------
+    >>> [n.tolist() for n in ring_neighbourhoods(5, 3)][:2]
+    [[0, 1, 4], [0, 1, 2]]
     """
     if int(size) != size or size < 1:
         raise ValueError(f"The neighbourhood size must be a positive integer, got {size!r}.")

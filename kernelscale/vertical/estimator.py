@@ -137,8 +137,14 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     Attributes
     ----------
     eigenvalues_ : ndarray of shape (n_components,)
+        The top eigenvalues of the fused (and, with ``center=True``, centred) kernel
+        matrix, in decreasing order.
     eigenvectors_ : ndarray of shape (n_samples, n_components)
+        The matching unit eigenvectors, one value per training sample (signs fixed
+        so that the output is deterministic).
     model_ : VerticalKPCAModel
+        What the fusion centre keeps: the fused eigenpairs, the kernel and its
+        parameters, the centring terms; ``transform`` runs on it.
     feature_blocks_ : list of ndarray
         Column indices of each party in the full ``X`` (contiguous when fitted on blocks).
     X_fit_blocks_ : list of ndarray or of loaders
@@ -146,6 +152,17 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     communication_ : Ledger
         The messages of the fit (phases ``setup`` and ``fit``).
     n_features_in_ : int
+        Number of features seen during ``fit``, over all parties.
+    feature_names_in_ : ndarray of shape (n_features,)
+        Names of the features seen during ``fit``; defined only when ``X`` has
+        string column names (a pandas DataFrame).
+
+    See Also
+    --------
+    one_shot_kpca : The protocol itself, on a cluster of parties.
+    dpca : Paper 002's DPCA baseline (a consensus over the parties).
+    DistributedKernelPCA : Rows, not features, spread over workers (disKPCA).
+    sklearn.decomposition.KernelPCA : Exact kernel PCA of a table held in one place.
 
     Notes
     -----
@@ -230,7 +247,22 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
-        """Fit on ``X`` (split by ``feature_blocks``) or on the parties' blocks or loaders."""
+        """Fit on ``X`` (split by ``feature_blocks``) or on the parties' blocks or loaders.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), list of arrays, or list of loaders
+            All features of the training samples (split over parties by
+            ``feature_blocks``), or one block per party (the same samples in the same
+            order, each party's columns), or one loader per party.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : VerticalKernelPCA
+            The fitted estimator.
+        """
         with verbosity(self.verbose):
             return self._fit(X)
 
@@ -320,8 +352,19 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     def distributed_transform(self, X) -> tuple[np.ndarray, Ledger]:
         """Project new samples through the parties; also return the ledger of that run.
 
-        ``X``: the new samples (all features), their blocks (one per party) or one
-        loader per party.
+        Parameters
+        ----------
+        X : array-like of shape (n_new, n_features), list of arrays, or list of loaders
+            The new samples (all features), their blocks (one per party, the columns
+            of ``feature_blocks_``) or one loader per party.
+
+        Returns
+        -------
+        Z : ndarray of shape (n_new, n_components)
+            The new samples' coordinates, as ``transform`` returns them.
+        ledger : Ledger
+            The messages of this projection: the parties' partial inner products or
+            distances, never their features.
         """
         check_is_fitted(self)
         if is_loader_list(X):
@@ -362,7 +405,18 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         return make_cluster(blocks, self.backend, self.client, **cluster_options(self))
 
     def transform(self, X):
-        """Coordinates of new samples on the fitted components (distributed eq. (9)/(10))."""
+        """Coordinates of new samples on the fitted components (distributed eq. (9)/(10)).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, n_features), list of arrays, or list of loaders
+            The new samples, as for :meth:`distributed_transform`.
+
+        Returns
+        -------
+        Z : ndarray of shape (n_new, n_components)
+            The projections on the fitted components.
+        """
         return self.distributed_transform(X)[0]
 
     def __sklearn_tags__(self):

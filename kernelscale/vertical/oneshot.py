@@ -178,6 +178,16 @@ def validate_vertical(cluster: Cluster) -> VerticalInfo:
 
     Every party must hold at least one row and one feature, the same number of
     rows (the same samples), and only finite values.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        One worker per party.
+
+    Returns
+    -------
+    info : VerticalInfo
+        The samples' count and each party's number of features.
     """
     with cluster.phase("setup"):
         replies = cluster.broadcast_map(
@@ -233,6 +243,18 @@ def fuse_local_kernels(eigenpairs, kernel: Kernel) -> np.ndarray:
     Sum of the local approximations for ``linear`` (eq. (5)), their Hadamard product
     for ``rbf``, ``laplacian`` and ``chi2`` (eq. (8)), and the elementwise power (the
     tanh) of the fused linear kernel for ``poly`` (``sigmoid``).
+
+    Parameters
+    ----------
+    eigenpairs : list of tuple of ndarray
+        Per party, its top eigenvalues (D,) and eigenvectors (n, D).
+    kernel : Kernel
+        The kernel, which says how the local kernels combine.
+
+    Returns
+    -------
+    K_hat : ndarray of shape (n, n)
+        The fused kernel matrix (symmetric).
     """
     fused = None
     for eigenvalues, eigenvectors in eigenpairs:
@@ -252,7 +274,26 @@ def fuse_local_kernels(eigenpairs, kernel: Kernel) -> np.ndarray:
 
 
 def centre_kernel(K: np.ndarray) -> np.ndarray:
-    """``H K H`` with ``H = I - 11^T / n`` (no explicit H)."""
+    """``H K H`` with ``H = I - 11^T / n`` (no explicit H).
+
+    Parameters
+    ----------
+    K : ndarray of shape (n, n)
+        A kernel matrix.
+
+    Returns
+    -------
+    K_centred : ndarray of shape (n, n)
+        The kernel matrix of the points centred in feature space.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> K = np.array([[2.0, 1.0], [1.0, 2.0]])
+    >>> centre_kernel(K)
+    array([[ 0.5, -0.5],
+           [-0.5,  0.5]])
+    """
     column_means = K.mean(axis=0)
     return K - column_means[None, :] - column_means[:, None] + column_means.mean()
 
