@@ -160,6 +160,25 @@ def count_nonfinite_on_device(X, chunk: int) -> int:
     return int(sum(counts)) if counts else 0  # one device-to-host copy
 
 
+def magnitude_on_device(X, chunk: int) -> tuple[float, float]:
+    """``(largest |value|, largest squared row norm)`` of a device matrix, in row chunks
+    (:func:`kernelscale.runtime.validation.magnitude`'s numbers, computed on its device:
+    the norms of the rows divided by the largest value, so neither overflows)."""
+    xp = namespace(X)
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        return 0.0, 0.0
+    largest = max(float(xp.max(xp.abs(rows(X, start, start + chunk))))
+                  for start in range(0, X.shape[0], chunk))
+    if largest == 0.0 or not np.isfinite(largest):
+        return largest, largest
+    top = 0.0
+    for start in range(0, X.shape[0], chunk):
+        scaled = xp.astype(rows(X, start, start + chunk), xp.float64) / largest
+        top = max(top, float(xp.max(xp.sum(scaled * scaled, axis=1))))
+    with np.errstate(over="ignore", under="ignore"):
+        return largest, float(np.float64(largest) ** 2 * top)
+
+
 def dispatch_enabled() -> bool:
     """scikit-learn's ``array_api_dispatch`` setting in this thread."""
     from sklearn import get_config  # on first use: a slow import

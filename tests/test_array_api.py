@@ -163,6 +163,18 @@ def test_bad_device_partitions_get_the_usual_errors(dispatch):
         fitted.transform(on_device(np.ones((3, 2))))
 
 
+@pytest.mark.parametrize(("scale", "word"), [(1e200, "overflow"), (1e-200, "underflow")])
+def test_device_values_that_overflow_or_underflow_say_so(dispatch, scale, word):
+    """The workers' magnitude check (issue 34) reads device partitions on their device,
+    naming the same cause as the NumPy fit and saying to scale the data."""
+    X = data() * scale
+    with pytest.raises(ValueError, match=word) as on_host:
+        DistributedKernelPCA(n_components=2, n_landmarks=20).fit(X)
+    with pytest.raises(ValueError, match=word) as on_device_:
+        DistributedKernelPCA(n_components=2, n_landmarks=20).fit(on_device(X))
+    assert "scale" in str(on_device_.value) and "scale" in str(on_host.value)
+
+
 def test_sparse_input_is_unchanged(dispatch):
     X = sp.random(120, 30, density=0.2, format="csr", random_state=0)
     options = {"n_components": 2, "n_landmarks": 20, "random_state": 0}

@@ -14,7 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from kernelscale.arrays import as_float_device_matrix, count_nonfinite_on_device, is_device_array
+from kernelscale.arrays import (
+    as_float_device_matrix,
+    count_nonfinite_on_device,
+    is_device_array,
+    magnitude_on_device,
+)
 from kernelscale.runtime.cluster import Cluster, WorkerState
 from kernelscale.runtime.steps import worker_step
 
@@ -50,6 +55,8 @@ def magnitude(X) -> tuple[float, float]:
     neither overflows nor underflows; the second number is then ``inf`` or ``0``
     exactly when ``||x||^2`` itself would be.
     """
+    if is_device_array(X):
+        return magnitude_on_device(X, CHUNK_ROWS)
     values = X.data if sp.issparse(X) else X
     if values.size == 0:
         return 0.0, 0.0
