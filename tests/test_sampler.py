@@ -10,7 +10,7 @@ from kernelscale.backends.local import LocalCluster
 from kernelscale.datasets import load_digits_standardized
 from kernelscale.horizontal import diskpca, uniform_dislr
 from kernelscale.horizontal.diskpca import pilot_ridge, ridge_schedule
-from kernelscale.horizontal.sampling import residual_step, ridge_residual_step
+from kernelscale.horizontal.sampling import defensive_split, residual_step, ridge_residual_step
 from kernelscale.kernels import make_kernel, median_heuristic
 from kernelscale.linalg import (
     projected_sq_norms,
@@ -122,7 +122,10 @@ def _expected_ridge_rounds(n_y, targets, s, d, k, center):
         new = targets[j - 1] - (targets[j - 2] if j > 1 else 0)
         config = 5 + 1 + 1 if j == 1 else 1  # kernel (5), chunk size and ridge; then the ridge
         rounds[f"ridge sampling {j}: residuals"] = {DOWN: s * (new * d + config), UP: 2 * s}
-        rounds[f"ridge sampling {j}"] = {DOWN: s, UP: (targets[j] - targets[j - 1]) * d}
+        by_residual, by_uniform = defensive_split(targets[j] - targets[j - 1])
+        rounds[f"ridge sampling {j}"] = {DOWN: s, UP: by_residual * d}
+        if by_uniform:  # the defensive share: one count per worker, the points up
+            rounds[f"ridge sampling {j}: uniform share"] = {DOWN: s, UP: by_uniform * d}
     last = targets[-1] - targets[-2]
     gram_up = n_y * (n_y + 1) // 2 + (n_y if center else 0) + 1  # + 1: the trace
     rounds["disLR: k(Y,A_i) k(A_i,Y)"] = {DOWN: s * (last * d + 9 + 1), UP: s * gram_up}
@@ -143,10 +146,12 @@ def test_ridge_ledger_counts_every_word(digits, center, n_landmarks):
     assert cluster.ledger.download_words("fit", kind="raw_points") == (
         s * n_landmarks * X.shape[1])
     # Against uniform + disLR at the same |Y|: per worker, the kernel and chunk size (6
-    # words) once, then 4 words per ridge round (the ridge, the two-number reply, the count).
+    # words) once, then 4 words per ridge round (the ridge, the two-number reply, the count),
+    # and one count more for a round with a defensive share.
     _, uniform, _ = _fit(X, RBF, seed=1, center=center, n_landmarks=n_landmarks,
                          fit=uniform_dislr)
-    extra = s * (6 + 4 * (len(targets) - 1))
+    shares = sum(defensive_split(b - a)[1] > 0 for a, b in zip(targets, targets[1:]))
+    extra = s * (6 + 4 * (len(targets) - 1) + shares)
     assert cluster.ledger.total_words("fit") == uniform.ledger.total_words("fit") + extra
     assert model.info["n_leverage"] == targets[0]
     assert model.info["n_leverage"] + model.info["n_adaptive"] == n_landmarks

@@ -32,6 +32,29 @@ from kernelscale.runtime.lost import answered
 from kernelscale.runtime.steps import worker_step
 from kernelscale.sketches import make_sketch
 
+#: The share of each ridge round's new landmarks drawn uniformly (a defensive mixture).
+DEFENSIVE_SHARE = 0.25
+
+
+def defensive_split(n_new: int, share: float | None = None) -> tuple[int, int]:
+    """Split a ridge round's ``n_new`` landmarks into (by the residual, uniformly).
+
+    The ridge sampler's scores come from a pilot of a few dozen points; where
+    they mislead (a pilot of k points has no tail beyond k, so the ridge is 0
+    and the plain residual chases isolated points) its sample can be worse
+    than a uniform one. Defensive importance sampling (Hesterberg 1995) draws
+    from a mixture of the proposal and the nominal distribution, which bounds
+    the loss against the nominal one; here each round draws ``floor(share x
+    n_new)`` of its points uniformly from the rows not sampled yet and the
+    rest by the ridge residual, Musco and Musco's (2017) ridge leverage score
+    estimate. Landmarks only add to the span, so the sample's projection error
+    is never above that of its uniform part alone. ``share`` defaults to
+    :data:`DEFENSIVE_SHARE`, read at call time (the forecast reads the same).
+    """
+    share = DEFENSIVE_SHARE if share is None else float(share)
+    n_uniform = int(np.floor(share * max(int(n_new), 0) + 1e-9))
+    return int(n_new) - n_uniform, n_uniform
+
 
 def allocate(budget: int, weights, capacity, rng: np.random.Generator) -> np.ndarray:
     """Split ``budget`` draws over workers in proportion to ``weights``, within ``capacity``.
