@@ -74,7 +74,8 @@ from kernelscale.partition import make_partition, split  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "budget"
 REFS = Path(__file__).parent / "results" / "sampler" / "refs"
-DATASETS = ("digits", "letter", "satellite", "spam", "insurance")
+DATASETS = ("digits", "letter", "satellite", "spam", "insurance", "musk", "income")
+KERNLAB = ("insurance", "musk", "income")  # read through kernelscale.datasets.load_dataset
 UNCENTRED = ("digits", "satellite")
 UNIT = "-unit"  # a set's rows scaled to unit norm: NAME-unit
 UNIT_DATASETS = tuple(f"{name}{UNIT}" for name in DATASETS)
@@ -120,8 +121,10 @@ def sampler_fingerprint() -> str:
     from importlib import import_module
 
     diskpca = import_module("kernelscale.horizontal.diskpca")
+    sampling = import_module("kernelscale.horizontal.sampling")
     return _source_fingerprint((diskpca.ridge_schedule, diskpca.default_pilot_size,
-                                diskpca.pilot_ridge, diskpca.ridge_sample))
+                                diskpca.pilot_ridge, diskpca.ridge_sample,
+                                sampling.defensive_split), repr(sampling.DEFENSIVE_SHARE))
 
 
 def rule_fingerprint() -> str:
@@ -150,15 +153,15 @@ def load_data(dataset: str) -> np.ndarray:
     if dataset.endswith(UNIT):
         X = load_data(dataset.removesuffix(UNIT))
         return X / np.linalg.norm(X, axis=1, keepdims=True)
-    if dataset == "insurance":
+    if dataset in KERNLAB:
         from kernelscale.datasets import load_dataset
 
-        return load_dataset("insurance", standardize=True)[0]
+        return load_dataset(dataset, standardize=True)[0]
     return load_uci(dataset, None)
 
 
 def n_workers(dataset: str) -> int:
-    return 5 if dataset.removesuffix(UNIT) == "digits" else 10
+    return 5 if dataset.removesuffix(UNIT) in ("digits", "musk") else 10
 
 
 def kernel_options(kernel) -> dict:

@@ -150,7 +150,8 @@ def test_ridge_ledger_counts_every_word(digits, center, n_landmarks):
     # and one count more for a round with a defensive share.
     _, uniform, _ = _fit(X, RBF, seed=1, center=center, n_landmarks=n_landmarks,
                          fit=uniform_dislr)
-    shares = sum(defensive_split(b - a)[1] > 0 for a, b in zip(targets, targets[1:]))
+    shares = sum(defensive_split(b - a)[1] > 0 for a, b in zip(targets[:-1], targets[1:],
+                                                                  strict=True))
     extra = s * (6 + 4 * (len(targets) - 1) + shares)
     assert cluster.ledger.total_words("fit") == uniform.ledger.total_words("fit") + extra
     assert model.info["n_leverage"] == targets[0]
@@ -314,3 +315,29 @@ def test_cli_fit_takes_the_sampler(digits, tmp_path, monkeypatch):
         assert cli.main(["fit", "--data", str(data), "--out", str(tmp_path / "m.npz"),
                          "--quiet", "--landmarks", "30", "--n-components", "3", *flag]) == 0
     assert seen == ["ridge", "paper"]
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5])
+def test_defensive_share_draws_its_part_uniformly_and_the_forecast_follows(digits, share,
+                                                                          monkeypatch):
+    """Each ridge round draws floor(share x its new points) uniformly, in a round of its own
+    that the word forecast counts; share 0 is the plain ridge sampler (no such round)."""
+    from kernelscale.horizontal import sampling
+    from kernelscale.horizontal.forecast import forecast_words
+
+    monkeypatch.setattr(sampling, "DEFENSIVE_SHARE", share)
+    X, s, k = digits, 4, 5
+    model, cluster, parts = _fit(X, RBF, seed=2, n_landmarks=60)
+    targets = ridge_schedule(RBF, k, 60)
+    rounds = cluster.ledger.words_by_round("fit")
+    for j in range(1, len(targets)):
+        uniform = rounds.get(f"ridge sampling {j}: uniform share")
+        if share == 0:
+            assert uniform is None
+        else:
+            n_uniform = int(share * (targets[j] - targets[j - 1]))
+            assert uniform == {DOWN: s, UP: n_uniform * X.shape[1]}
+    assert model.landmarks.shape[0] == 60
+    forecast = forecast_words("diskpca", [p.shape[0] for p in parts], X.shape[1], k, 60,
+                              kernel=RBF)
+    assert forecast.words_by_round() == rounds
