@@ -124,7 +124,8 @@ def sampler_fingerprint() -> str:
     sampling = import_module("kernelscale.horizontal.sampling")
     return _source_fingerprint((diskpca.ridge_schedule, diskpca.default_pilot_size,
                                 diskpca.pilot_ridge, diskpca.ridge_sample,
-                                sampling.defensive_split), repr(sampling.DEFENSIVE_SHARE))
+                                sampling.defensive_split, sampling.defensive_share),
+                               repr(sampling.DEFENSIVE_SHARE))
 
 
 def rule_fingerprint() -> str:
@@ -498,9 +499,12 @@ def main(argv=None) -> int:
                         help="which fits to run: the methods sized to B, the budgeted fit, both")
     parser.add_argument("--summary-only", action="store_true")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="the fits' cache (default OUT/cache): a run writing its summary "
+                             "elsewhere can reuse the grid's sized fits")
     args = parser.parse_args(argv)
     args.seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    cache = Cache(args.out / "cache")
+    cache = Cache(args.cache or args.out / "cache")
     if not args.summary_only:
         run(args, cache)
     rows = collect(cache, rule_fingerprint(), sampler_fingerprint())

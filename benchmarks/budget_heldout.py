@@ -76,10 +76,13 @@ K = 10
 KERNELS = ("rbf0.2", "rbf1.0", "poly", "arccos")
 BUDGETS = (10_000, 100_000, 1_000_000)
 SHARES = (0.0, 0.25, 0.5)
-#: The candidates of each pilot-rule constant (the library's value among them).
+#: The candidates of each pilot-rule constant (the library's value among them). MIN_PILOT
+#: starts at 2: below, pilots of k points are read, and on rows of unit norm (not in this
+#: grid) they sent spam with a polynomial kernel to uniform + batch at 27-37x the ridge
+#: sampler's excess (``results/budget/unit_rows``, docs/budget.md).
 CANDIDATES = {"FLAT": (0.2, 0.25, 0.33, 0.4, 0.5),
               "PEAKED": (0.6, 0.7, 0.8, 0.9, math.inf),
-              "MIN_PILOT": (0, 1, 2, 3, 4),
+              "MIN_PILOT": (2, 3, 4),
               "BATCH_RATIO": (1.5, 1.75, 2.0, 2.5, 3.0)}
 IN_SAMPLE, HELD_OUT = 1.1, 1.15
 SIZED = ("diskpca (paper)", "uniform + disLR", "uniform + batch", "exact")
@@ -263,9 +266,10 @@ def by_pilot(fits: dict) -> dict:
 def cell_results(fits: dict, best: dict, theta: dict, cells) -> dict:
     """Per cell (data, kernel, B): the budgeted and best mean excess under ``theta`` (None
     where a seed lacks a fit)."""
-    share = theta["DEFENSIVE_SHARE"]
     out = {}
     for cell, seeds in cells.items():
+        # the share applies to RBF kernels only (sampling.defensive_share)
+        share = theta["DEFENSIVE_SHARE"] if cell[1].startswith("rbf") else 0.0
         mine, theirs, over = [], [], 0
         for seed in seeds:
             r = fits.get((*cell, seed, share, "R"))
@@ -343,12 +347,16 @@ def fmt_theta(theta: dict) -> str:
 def summary(fits: dict) -> str:
     datasets = sorted({k[0] for k in fits}, key=DATASETS.index)
     best = sized_best(datasets)
-    seeds = defaultdict(set)
-    for d, w, b, s, _, c in fits:
+    shares = sorted({k[4] for k in fits if k[5] == "R"})
+    runs = defaultdict(set)
+    for d, w, b, s, share, c in fits:
         if c == "R":
+            runs[(d, w, b, s)].add(share)
+    seeds = defaultdict(set)  # a seed counts in a cell where every share ran
+    for (d, w, b, s), done in runs.items():
+        if done == set(shares):
             seeds[(d, w, b)].add(s)
     cells = {cell: sorted(s) for cell, s in seeds.items()}
-    shares = sorted({k[4] for k in fits if k[5] == "R"})
     theta_all, in_sample = best_theta(fits, best, cells, shares)
     defaults = cell_results(fits, best, DEFAULTS, cells)
     lines = [

@@ -37,6 +37,7 @@ from kernelscale.horizontal.dislr import dislr
 from kernelscale.horizontal.sampling import (
     adaptive_sample_step,
     allocate,
+    defensive_share,
     defensive_split,
     distinct_rows,
     embed_step,
@@ -489,7 +490,7 @@ def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: l
                                      Tagged(raw_points=new_points, model=settings),
                                      round=f"ridge sampling {j}: residuals",
                                      reply_kind="scalars")
-        by_residual, by_uniform = defensive_split(target - Y.shape[0])
+        by_residual, by_uniform = defensive_split(target - Y.shape[0], defensive_share(kernel))
         new_points, filled, got = draw_by_residuals(cluster, Y, target - by_uniform, sums,
                                                     np.asarray(n_rows) - received, rng,
                                                     f"ridge sampling {j}", redraw)
