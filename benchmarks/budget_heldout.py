@@ -379,6 +379,13 @@ def summary(fits: dict) -> str:
         f"within {IN_SAMPLE}x; {sum(ratio(c) <= HELD_OUT for c in defaults.values())} within "
         f"{HELD_OUT}x.",
     ]
+    for share in shares:
+        theta = {**DEFAULTS, "DEFENSIVE_SHARE": share}
+        results = cell_results(fits, best, theta, cells)
+        lines.append(f"- The rule's constants with DEFENSIVE_SHARE = {share:g}: "
+                     f"{sum(ratio(c) <= IN_SAMPLE for c in results.values())} of {len(results)} "
+                     f"cells within {IN_SAMPLE}x; "
+                     f"{sum(ratio(c) <= HELD_OUT for c in results.values())} within {HELD_OUT}x.")
     held_rows, held_met, held_total, over = [], 0, 0, 0
     for left in datasets:
         train = {c: s for c, s in cells.items() if c[0] != left}
@@ -399,10 +406,40 @@ def summary(fits: dict) -> str:
         lines.append("")
         lines += _cell_lines(results, HELD_OUT)
         lines.append("")
-    lines += ["## In-sample, every cell", ""] + _cell_lines(in_sample, IN_SAMPLE)
+    lines += ["## The ridge sampler at each share against uniform sampling", "",
+              "Mean excess over the cell's seeds of the ridge sampler (the forced R fit, "
+              "sized to B like the others) at each defensive share, and of uniform + disLR "
+              "and uniform + batch sized to B; R s / U: the ridge sampler's excess over "
+              "uniform + disLR's at equal words.", ""] + share_lines(fits, best, cells, shares)
+    lines += ["", "## In-sample, every cell", ""] + _cell_lines(in_sample, IN_SAMPLE)
     lines += ["", "## The library's constants, every cell", ""] + _cell_lines(defaults,
                                                                              IN_SAMPLE)
     return "\n".join(lines) + "\n"
+
+
+def share_lines(fits: dict, best: dict, cells: dict, shares) -> list[str]:
+    head = ("| data | kernel | B | " + " | ".join(f"R {s:g}" for s in shares)
+            + " | U | B | " + " | ".join(f"R {s:g} / U" for s in shares) + " |")
+    lines = [head, "|" + "---|" * (3 + 2 * len(shares) + 2)]
+    for cell, seeds in sorted(cells.items(), key=lambda kv: (DATASETS.index(kv[0][0]),
+                                                              kv[0][1], kv[0][2])):
+        rows = [fits[(*cell, seed, s, "R")] or {} for seed in seeds for s in shares]
+        if not all("phi" in r for r in rows):
+            continue  # the forecast chose exact or batch: no ridge fit
+        ridge = {s: [(fits[(*cell, seed, s, "R")] or {}).get("excess") for seed in seeds]
+                 for s in shares}
+        if any(v is None for vs in ridge.values() for v in vs):
+            continue  # the forecast chose exact or batch: no ridge fit
+        sized = [best.get((*cell, seed), {}) for seed in seeds]
+        means = {s: float(np.mean(v)) for s, v in ridge.items()}
+        u = [x.get("uniform + disLR") for x in sized]
+        b = [x.get("uniform + batch") for x in sized]
+        u = float(np.mean(u)) if None not in u else float("nan")
+        b = float(np.mean(b)) if None not in b else float("nan")
+        lines.append(f"| {cell[0]} | {KERNEL_LABELS[cell[1]]} | {cell[2]:,} | "
+                     + " | ".join(f"{means[s]:.3g}" for s in shares) + f" | {u:.3g} | {b:.3g} | "
+                     + " | ".join(f"{means[s] / u:.2f}" for s in shares) + " |")
+    return lines
 
 
 def _cell_lines(results: dict, tolerance: float) -> list[str]:
