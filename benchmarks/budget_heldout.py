@@ -421,6 +421,7 @@ def share_lines(fits: dict, best: dict, cells: dict, shares) -> list[str]:
     head = ("| data | kernel | B | " + " | ".join(f"R {s:g}" for s in shares)
             + " | U | B | " + " | ".join(f"R {s:g} / U" for s in shares) + " |")
     lines = [head, "|" + "---|" * (3 + 2 * len(shares) + 2)]
+    against = defaultdict(lambda: defaultdict(list))  # kind -> share -> R s / R 0, R s / U
     for cell, seeds in sorted(cells.items(), key=lambda kv: (DATASETS.index(kv[0][0]),
                                                               kv[0][1], kv[0][2])):
         rows = [fits[(*cell, seed, s, "R")] or {} for seed in seeds for s in shares]
@@ -436,9 +437,26 @@ def share_lines(fits: dict, best: dict, cells: dict, shares) -> list[str]:
         b = [x.get("uniform + batch") for x in sized]
         u = float(np.mean(u)) if None not in u else float("nan")
         b = float(np.mean(b)) if None not in b else float("nan")
+        kind = "RBF" if cell[1].startswith("rbf") else "polynomial and arc-cosine"
+        for share in shares:
+            if means[shares[0]] > 0:
+                against[kind][("R0", share)].append(means[share] / means[shares[0]])
+            against[kind][("U", share)].append(means[share] / u)
         lines.append(f"| {cell[0]} | {KERNEL_LABELS[cell[1]]} | {cell[2]:,} | "
                      + " | ".join(f"{means[s]:.3g}" for s in shares) + f" | {u:.3g} | {b:.3g} | "
                      + " | ".join(f"{means[s] / u:.2f}" for s in shares) + " |")
+    lines.append("")
+    for kind, ratios in against.items():
+        for share in shares[1:]:
+            r0, ru = np.array(ratios[("R0", share)]), np.array(ratios[("U", share)])
+            lines.append(
+                f"- {kind} kernels, share {share:g}: the ridge sampler's excess over its "
+                f"excess at share {shares[0]:g} {r0.min():.2f}-{r0.max():.2f}x (median "
+                f"{np.median(r0):.2f}x, {r0.size} cells); over uniform + disLR's "
+                f"{np.nanmin(ru):.2f}-{np.nanmax(ru):.2f}x.")
+        ru = np.array(ratios[("U", shares[0])])
+        lines.append(f"- {kind} kernels, share {shares[0]:g}: over uniform + disLR's "
+                     f"{np.nanmin(ru):.2f}-{np.nanmax(ru):.2f}x ({ru.size} cells).")
     return lines
 
 
