@@ -1,6 +1,6 @@
 """The word budget on real data: is ``DistributedKernelPCA(max_words=B)`` near the best method?
 
-For each data set (digits, letter, satellite, spam, insurance; every feature
+For each data set (digits, letter, satellite, spam, insurance, musk, income; every feature
 standardised), kernel (RBF at 0.2 and 1.0 x the median distance, polynomial
 q = 4, arc-cosine order 2), budget B (10^4 to 10^6 words), centring (centred,
 the estimator's default, on every set; uncentred, the papers' setting, on
