@@ -28,8 +28,10 @@ from kernelscale.datasets import (
     libsvm_path,
     load_dataset,
     load_digits_standardized,
+    load_income,
     load_insurance,
     load_letter,
+    load_musk,
     load_satellite,
     load_spam,
     make_gaussian_mixture,
@@ -45,6 +47,10 @@ REAL = {
         "very damp grey soil"}),
     "spam": (load_spam, 4_601, 57, {"spam", "nonspam"}),
     "insurance": (load_insurance, 9_822, 85, {"insurance", "noinsurance"}),
+    "musk": (load_musk, 476, 166, {"musk", "nonmusk"}),
+    "income": (load_income, 6_876, 43, {
+        "-10.000)", "[10.000-15.000)", "[15.000-20.000)", "[20.000-25.000)", "[25.000-30.000)",
+        "[30.000-40.000)", "[40.000-50.000)", "[50.000-75.000)", "[75.000-"}),
 }
 
 
@@ -90,6 +96,24 @@ def test_values_are_the_uci_values(real_data):
     assert np.unique(X[:, 0]).size == 39 and X[:, 0].max() <= 40
 
 
+def test_kernlab_sets_keep_their_values_and_coding(real_data):
+    # musk: kernlab's first row (a musk conformation), integer distances, unscaled.
+    X, y = real_data["musk"]
+    assert X[0, :6].tolist() == [42, -198, -109, -75, -117, 11] and y[0] == "musk"
+    assert (y == "musk").sum() == 207 and X.min() == -348 and X.max() == 336
+    # income: 5 ordered level codes from 0, then 38 one-hot columns of 8 nominal answers
+    # (each row has exactly one 1 per answer), rows with a missing answer left out.
+    X, y = real_data["income"]
+    assert X[0].tolist()[:5] == [4, 4, 4, 4, 2] and y[0] == "[75.000-"
+    assert X[:, :5].min() == 0 and X[:, :5].max() == 9
+    onehot = X[:, 5:]
+    assert set(np.unique(onehot)) == {0.0, 1.0}
+    blocks = np.cumsum([0, 2, 5, 9, 3, 3, 5, 8, 3])
+    for lo, hi in zip(blocks[:-1], blocks[1:], strict=True):
+        assert (onehot[:, lo:hi].sum(axis=1) == 1).all()
+    assert onehot[:, blocks[6] + 3].sum() == 12  # East Indian: a rare class
+
+
 def test_standardize(real_data):
     X, y = load_spam(standardize=True)
     np.testing.assert_allclose(X.mean(axis=0), 0, atol=1e-12)
@@ -109,9 +133,9 @@ def test_files_are_declared_package_data():
 
 # --------------------------------------------------------------------------- registry
 def test_registry_names():
-    assert DATASETS[:7] == ("digits", "letter", "satellite", "spam", "insurance",
-                            "gaussian_mixture", "sparse_bow")
-    assert set(DATASETS[7:]) == set(LIBSVM_SETS)
+    assert DATASETS[:9] == ("digits", "letter", "satellite", "spam", "insurance", "musk",
+                            "income", "gaussian_mixture", "sparse_bow")
+    assert set(DATASETS[9:]) == set(LIBSVM_SETS)
 
 
 def test_unknown_name_lists_the_valid_ones():

@@ -10,7 +10,7 @@ from kernelscale.backends.local import LocalCluster
 from kernelscale.datasets import load_digits_standardized
 from kernelscale.horizontal import diskpca, uniform_dislr
 from kernelscale.horizontal.diskpca import pilot_ridge, ridge_schedule
-from kernelscale.horizontal.sampling import residual_step, ridge_residual_step
+from kernelscale.horizontal.sampling import defensive_split, residual_step, ridge_residual_step
 from kernelscale.kernels import make_kernel, median_heuristic
 from kernelscale.linalg import (
     projected_sq_norms,
@@ -122,7 +122,10 @@ def _expected_ridge_rounds(n_y, targets, s, d, k, center):
         new = targets[j - 1] - (targets[j - 2] if j > 1 else 0)
         config = 5 + 1 + 1 if j == 1 else 1  # kernel (5), chunk size and ridge; then the ridge
         rounds[f"ridge sampling {j}: residuals"] = {DOWN: s * (new * d + config), UP: 2 * s}
-        rounds[f"ridge sampling {j}"] = {DOWN: s, UP: (targets[j] - targets[j - 1]) * d}
+        by_residual, by_uniform = defensive_split(targets[j] - targets[j - 1])
+        rounds[f"ridge sampling {j}"] = {DOWN: s, UP: by_residual * d}
+        if by_uniform:  # the defensive share: one count per worker, the points up
+            rounds[f"ridge sampling {j}: uniform share"] = {DOWN: s, UP: by_uniform * d}
     last = targets[-1] - targets[-2]
     gram_up = n_y * (n_y + 1) // 2 + (n_y if center else 0) + 1  # + 1: the trace
     rounds["disLR: k(Y,A_i) k(A_i,Y)"] = {DOWN: s * (last * d + 9 + 1), UP: s * gram_up}
@@ -143,10 +146,13 @@ def test_ridge_ledger_counts_every_word(digits, center, n_landmarks):
     assert cluster.ledger.download_words("fit", kind="raw_points") == (
         s * n_landmarks * X.shape[1])
     # Against uniform + disLR at the same |Y|: per worker, the kernel and chunk size (6
-    # words) once, then 4 words per ridge round (the ridge, the two-number reply, the count).
+    # words) once, then 4 words per ridge round (the ridge, the two-number reply, the count),
+    # and one count more for a round with a defensive share.
     _, uniform, _ = _fit(X, RBF, seed=1, center=center, n_landmarks=n_landmarks,
                          fit=uniform_dislr)
-    extra = s * (6 + 4 * (len(targets) - 1))
+    shares = sum(defensive_split(b - a)[1] > 0 for a, b in zip(targets[:-1], targets[1:],
+                                                                  strict=True))
+    extra = s * (6 + 4 * (len(targets) - 1) + shares)
     assert cluster.ledger.total_words("fit") == uniform.ledger.total_words("fit") + extra
     assert model.info["n_leverage"] == targets[0]
     assert model.info["n_leverage"] + model.info["n_adaptive"] == n_landmarks
@@ -309,3 +315,29 @@ def test_cli_fit_takes_the_sampler(digits, tmp_path, monkeypatch):
         assert cli.main(["fit", "--data", str(data), "--out", str(tmp_path / "m.npz"),
                          "--quiet", "--landmarks", "30", "--n-components", "3", *flag]) == 0
     assert seen == ["ridge", "paper"]
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5])
+def test_defensive_share_draws_its_part_uniformly_and_the_forecast_follows(digits, share,
+                                                                          monkeypatch):
+    """Each ridge round draws floor(share x its new points) uniformly, in a round of its own
+    that the word forecast counts; share 0 is the plain ridge sampler (no such round)."""
+    from kernelscale.horizontal import sampling
+    from kernelscale.horizontal.forecast import forecast_words
+
+    monkeypatch.setattr(sampling, "DEFENSIVE_SHARE", share)
+    X, s, k = digits, 4, 5
+    model, cluster, parts = _fit(X, RBF, seed=2, n_landmarks=60)
+    targets = ridge_schedule(RBF, k, 60)
+    rounds = cluster.ledger.words_by_round("fit")
+    for j in range(1, len(targets)):
+        uniform = rounds.get(f"ridge sampling {j}: uniform share")
+        if share == 0:
+            assert uniform is None
+        else:
+            n_uniform = int(share * (targets[j] - targets[j - 1]))
+            assert uniform == {DOWN: s, UP: n_uniform * X.shape[1]}
+    assert model.landmarks.shape[0] == 60
+    forecast = forecast_words("diskpca", [p.shape[0] for p in parts], X.shape[1], k, 60,
+                              kernel=RBF)
+    assert forecast.words_by_round() == rounds

@@ -11,7 +11,9 @@ generator's size):
   ``'letter'`` (:func:`load_letter`, 20,000 x 16, 26 classes), ``'satellite'``
   (:func:`load_satellite`, 6,435 x 36, 6 classes), ``'spam'``
   (:func:`load_spam`, 4,601 x 57, 2 classes) and ``'insurance'``
-  (:func:`load_insurance`, 9,822 x 85, 2 classes; paper 001's own set);
+  (:func:`load_insurance`, 9,822 x 85, 2 classes; paper 001's own set), and
+  two of kernlab's, ``'musk'`` (:func:`load_musk`, 476 x 166, 2 classes) and
+  ``'income'`` (:func:`load_income`, 6,876 x 43, 9 classes);
   ``standardize=True`` scales them;
 - synthetic stand-ins for the papers' large sets: ``'gaussian_mixture'``
   (:func:`make_gaussian_mixture`) and ``'sparse_bow'`` (:func:`make_sparse_bow`);
@@ -46,7 +48,7 @@ from .loaders import (
     load_parquet,
     load_svmlight,
 )
-from .real import load_insurance, load_letter, load_satellite, load_spam
+from .real import load_income, load_insurance, load_letter, load_musk, load_satellite, load_spam
 from .registry import DATASETS, load_dataset, subsample
 
 __all__ = [
@@ -61,12 +63,14 @@ __all__ = [
     "load",
     "load_csv",
     "load_dataset",
+    "load_income",
     "load_insurance",
     "load_digits_standardized",
     "load_letter",
     "load_npy",
     "load_parquet",
     "load_satellite",
+    "load_musk",
     "load_spam",
     "load_svmlight",
     "make_gaussian_mixture",

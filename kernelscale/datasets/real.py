@@ -1,4 +1,4 @@
-"""Four real UCI data sets bundled with kernelscale: letter, satellite, spam and insurance.
+"""Real data sets bundled with kernelscale: letter, satellite, spam, insurance, musk, income.
 
 The files (``kernelscale/datasets/data/*.csv.gz``, provenance in the
 ``README.md`` beside them) ship with the package, so these loaders never touch
@@ -13,6 +13,8 @@ loader                  samples x feat.   classes  UCI data set
 :func:`load_satellite`  6,435 x 36        6        Statlog (Landsat Satellite)
 :func:`load_spam`       4,601 x 57        2        Spambase
 :func:`load_insurance`  9,822 x 85        2        Insurance Company (CoIL 2000)
+:func:`load_musk`       476 x 166         2        Musk (Version 1)
+:func:`load_income`     6,876 x 43        9        Marketing (income; kernlab)
 ======================  ================  =======  ==============================
 """
 
@@ -24,7 +26,8 @@ from importlib import resources
 
 import numpy as np
 
-__all__ = ["BUNDLED", "load_insurance", "load_letter", "load_satellite", "load_spam"]
+__all__ = ["BUNDLED", "load_income", "load_insurance", "load_letter", "load_musk",
+           "load_satellite", "load_spam"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,8 @@ BUNDLED = {
     "satellite": BundledSet("satellite.csv.gz", 6_435, 36, 6),
     "spam": BundledSet("spam.csv.gz", 4_601, 57, 2),
     "insurance": BundledSet("insurance.csv.gz", 9_822, 85, 2),
+    "musk": BundledSet("musk.csv.gz", 476, 166, 2),
+    "income": BundledSet("income.csv.gz", 6_876, 43, 9),
 }
 
 
@@ -178,3 +183,56 @@ def load_insurance(standardize: bool = False) -> tuple[np.ndarray, np.ndarray]:
         ``'insurance'`` (holds a caravan policy) or ``'noinsurance'``.
     """
     return _read_bundled("insurance", standardize)
+
+
+def load_musk(standardize: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """UCI Musk (Version 1): 476 conformations of 92 molecules, 166 integer features, 2 classes.
+
+    Each row is one conformation of a molecule: 162 distances from a point of
+    the molecule to its surface along fixed rays and 4 features of an oxygen
+    atom, integers from -348 to 336. A molecule has few conformations
+    (1 to 40), so the rows form small tight groups with much space between
+    them. Dietterich, Lathrop and Lozano-Perez (1997); kernlab's ``musk``.
+    Bundled, nothing is downloaded.
+
+    Parameters
+    ----------
+    standardize : bool, default=False
+        Scale each feature to zero mean and unit variance.
+
+    Returns
+    -------
+    X : ndarray of shape (476, 166), float64
+    y : ndarray of shape (476,), str
+        ``'musk'`` (207) or ``'nonmusk'`` (269).
+    """
+    return _read_bundled("musk", standardize)
+
+
+def load_income(standardize: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Marketing income survey: 6,876 households, 43 mostly binary features, 9 income classes.
+
+    kernlab's ``income`` (a survey of shopping-mall customers in the San
+    Francisco Bay Area, 1987; Hastie, Tibshirani and Friedman, *The Elements
+    of Statistical Learning*), rows with a missing answer left out. Five
+    ordered answers are level codes from 0 (age class, education, years in
+    the area, household size, children under 18); the eight nominal ones (sex,
+    marital status, occupation, dual incomes, householder status, home type,
+    ethnic class, language) are one-hot: 38 binary columns, some of them rare
+    (12 East Indian and 88 Pacific Islander households); 5,631 of the rows are
+    distinct.
+    Coding in ``datasets/data/README.md``. Bundled, nothing is downloaded.
+
+    Parameters
+    ----------
+    standardize : bool, default=False
+        Scale each feature to zero mean and unit variance.
+
+    Returns
+    -------
+    X : ndarray of shape (6876, 43), float64
+    y : ndarray of shape (6876,), str
+        The annual household income class, ``'-10.000)'`` (below $10,000) to
+        ``'[75.000-'`` ($75,000 or more).
+    """
+    return _read_bundled("income", standardize)

@@ -5,7 +5,7 @@ turns the name and its options into ``(X, y)``. Three kinds of names:
 
 - bundled, never downloaded: ``'digits'`` (scikit-learn's 1,797 x 64,
   standardised), ``'letter'``, ``'satellite'``, ``'spam'``, ``'insurance'`` (UCI, raw values;
-  :mod:`kernelscale.datasets.real`);
+  :mod:`kernelscale.datasets.real`), ``'musk'`` and ``'income'`` (kernlab's, raw values);
 - synthetic stand-ins of the papers' large sets: ``'gaussian_mixture'``
   (HIGGS-like, d = 28) and ``'sparse_bow'`` (20 Newsgroups-like, d = 100,000);
 - the LIBSVM repository's sets, cached under ``data_home``:
@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from .generators import make_gaussian_mixture, make_sparse_bow
 from .libsvm import LIBSVM_SETS, fetch_libsvm
 from .loaders import load_digits_standardized
-from .real import load_insurance, load_letter, load_satellite, load_spam
+from .real import load_income, load_insurance, load_letter, load_musk, load_satellite, load_spam
 
 __all__ = ["DATASETS", "load_dataset", "subsample"]
 
@@ -120,6 +120,8 @@ _LOADERS: dict[str, Callable[..., Data]] = {
     "satellite": _bundled(load_satellite),
     "spam": _bundled(load_spam),
     "insurance": _bundled(load_insurance),
+    "musk": _bundled(load_musk),
+    "income": _bundled(load_income),
     "gaussian_mixture": _gaussian_mixture,
     "sparse_bow": _sparse_bow,
     **{name: _libsvm(name) for name in LIBSVM_SETS},
@@ -141,7 +143,8 @@ def load_dataset(name: str, **options: Any) -> Data:
         the module docstring):
 
         - ``'digits'``: ``n_samples=None``, ``random_state=0``.
-        - ``'letter'``, ``'satellite'``, ``'spam'``, ``'insurance'``: also ``standardize=False``
+        - ``'letter'``, ``'satellite'``, ``'spam'``, ``'insurance'``, ``'musk'``,
+          ``'income'``: also ``standardize=False``
           (True: zero mean, unit variance per feature, before subsetting).
         - ``'gaussian_mixture'``: ``n_samples=50_000``, ``n_features=28``,
           ``n_clusters=10``, ``random_state=0``
@@ -159,7 +162,7 @@ def load_dataset(name: str, **options: Any) -> Data:
         Dense for the bundled sets and ``'gaussian_mixture'``; CSR for
         ``'sparse_bow'`` and the LIBSVM sets.
     y : ndarray of shape (n_samples,) or None
-        Class names (str) for letter, satellite, spam and insurance; integers for digits
+        Class names (str) for the bundled UCI and kernlab sets; integers for digits
         and the mixture's components; the file's float labels for LIBSVM;
         None for ``'sparse_bow'``.
 

@@ -37,6 +37,8 @@ from kernelscale.horizontal.dislr import dislr
 from kernelscale.horizontal.sampling import (
     adaptive_sample_step,
     allocate,
+    defensive_share,
+    defensive_split,
     distinct_rows,
     embed_step,
     leverage_sample_step,
@@ -488,9 +490,17 @@ def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: l
                                      Tagged(raw_points=new_points, model=settings),
                                      round=f"ridge sampling {j}: residuals",
                                      reply_kind="scalars")
-        new_points, filled, got = draw_by_residuals(cluster, Y, target, sums,
+        by_residual, by_uniform = defensive_split(target - Y.shape[0], defensive_share(kernel))
+        new_points, filled, got = draw_by_residuals(cluster, Y, target - by_uniform, sums,
                                                     np.asarray(n_rows) - received, rng,
                                                     f"ridge sampling {j}", redraw)
+        if by_uniform:  # the round's defensive share, uniform over the rows not sampled
+            left = np.asarray(n_rows) - received - got
+            kept = stack_rows([Y, new_points])
+            more, extra = sample_distinct(cluster, kept, kept.shape[0] + by_uniform, left,
+                                          left, uniform_sample_step, rng,
+                                          f"ridge sampling {j}: uniform share", redraw)
+            new_points, got = stack_rows([new_points, more]), got + extra
         if record is not None:
             record.append({"kept": Y, "ridge": settings["ridge"],
                            "total": float(sum(r[0] for r in answered(sums))),

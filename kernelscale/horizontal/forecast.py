@@ -35,6 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernelscale.horizontal.diskpca import MESSAGES, SAMPLERS, default_n_leverage, ridge_schedule
+from kernelscale.horizontal.sampling import defensive_share, defensive_split
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel, make_kernel
 from kernelscale.runtime.ledger import DOWN, UP, count_words
 
@@ -283,7 +284,11 @@ def _ridge_sampling(rounds, targets, *, kernel, point, chunk_size) -> int:
         rounds.add(f"{name}: residuals", DOWN, "raw_points", sent * point)
         rounds.add(f"{name}: residuals", DOWN, "model", count_words(settings))
         rounds.add(f"{name}: residuals", UP, "scalars", 2)
-        _draw(rounds, name, targets[j] - targets[j - 1], point)
+        by_residual, by_uniform = defensive_split(targets[j] - targets[j - 1],
+                                                  defensive_share(kernel))
+        _draw(rounds, name, by_residual, point)
+        if by_uniform:
+            _draw(rounds, f"{name}: uniform share", by_uniform, point)
     return targets[-1] - (targets[-2] if len(targets) > 1 else 0)
 
 
