@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+from cli_errors import one_error_line
 
 from kernelscale.cli import DEMO_METHODS, build_parser, main
 from kernelscale.datasets import load
@@ -51,16 +52,6 @@ def write_data(X, path):
 
         dump_svmlight_file(X, np.zeros(X.shape[0]), str(path))
 
-
-def one_error_line(argv, capsys) -> str:
-    """Run ``main(argv)``: exit code 2 and exactly one stderr line, returned."""
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("kernelscale: error: "), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 def test_demo_smoke(capsys):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cli_errors import one_error_line
 
 from kernelscale.cli import main
 from kernelscale.model import load_model, save_model
@@ -24,15 +25,6 @@ def data(tmp_path):
     np.save(path, np.random.default_rng(0).standard_normal((40, 4)))
     return path
 
-
-def one_error_line(argv, capsys) -> str:
-    """Run ``main(argv)``: exit code 2 and exactly one stderr line, returned."""
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("kernelscale: error: "), err
-    return lines[0]
 
 
 # --- 1. data loss -------------------------------------------------------------------------

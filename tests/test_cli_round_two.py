@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
+from cli_errors import one_error_line
 
 from kernelscale.cli import build_parser, main
 
@@ -35,15 +36,6 @@ def model(data, tmp_path, capsys):
     capsys.readouterr()
     return path
 
-
-def one_error_line(argv, capsys) -> str:
-    """Run ``main(argv)``: exit code 2 and exactly one stderr line, returned."""
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("kernelscale: error: "), err
-    return lines[0]
 
 
 def writers(data, model, out, extra=()):
