@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import pytest
 from cli_errors import one_error_line
+from terminal import Terminal
 
 from kernelscale.cli import build_parser, main
 
@@ -361,26 +362,11 @@ def test_fit_prints_the_chosen_method_and_why(tmp_path, capsys):
     assert "fitted uniform_batch" in out and "pilot" in out and "spread" in out, out
 
 
-class _Terminal:
-    """stderr as an interactive terminal (tqdm asks ``isatty``)."""
-
-    def __init__(self):
-        self.text = []
-
-    def write(self, text):
-        self.text.append(text)
-
-    def flush(self):
-        pass
-
-    def isatty(self):
-        return True
-
 
 @pytest.mark.parametrize("terminal", [True, False])
 @pytest.mark.parametrize("command", ["stream", "fit"])
 def test_a_bar_only_on_a_terminal(command, terminal, data, tmp_path, monkeypatch, capsys):
-    screen = _Terminal()
+    screen = Terminal()
     if terminal:
         monkeypatch.setattr("sys.stderr", screen)
     argv = (FIT if command == "fit" else STREAM)[:-1]  # without --quiet

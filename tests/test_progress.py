@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from terminal import Terminal
 
 import kernelscale
 from kernelscale import (
@@ -50,7 +51,7 @@ def test_verbose_0_is_silent_and_1_shows_a_bar_and_one_info_line(name, capsys, c
     make(1).fit(X)  # stderr is not a terminal here: no bar (issue 34), the INFO line only
     assert "\r" not in capsys.readouterr().err
     caplog.clear()
-    screen = _Terminal()
+    screen = Terminal()
     monkeypatch.setattr("sys.stderr", screen)
     est = make(1).fit(X)
     err = "".join(screen.text)
@@ -117,7 +118,7 @@ def test_cli_fit_shows_a_progress_bar_on_a_terminal_unless_quiet(tmp_path, capsy
     assert "round" not in capsys.readouterr().err
     assert [r.getMessage()[:21] for r in caplog.records
             if r.name == "kernelscale.horizontal"] == ["DistributedKernelPCA("]
-    screen = _Terminal()
+    screen = Terminal()
     monkeypatch.setattr("sys.stderr", screen)
     assert main(argv) == 0
     assert "round" in "".join(screen.text)
@@ -133,21 +134,6 @@ def test_py_typed_ships_with_the_package():
     assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"]["kernelscale"]
 
 
-class _Terminal:
-    """stderr as an interactive terminal (tqdm asks ``isatty``)."""
-
-    def __init__(self):
-        self.text = []
-
-    def write(self, text):
-        self.text.append(text)
-
-    def flush(self):
-        pass
-
-    def isatty(self):
-        return True
-
 
 class _SlowCluster(LocalCluster):
     show_progress = True  # as FlowerCluster: rounds of seconds
@@ -157,7 +143,7 @@ class _SlowCluster(LocalCluster):
 def test_a_slow_cluster_shows_progress_at_verbose_0_in_a_terminal_only(terminal, monkeypatch,
                                                                         capsys):
     parts = [X[i::3] for i in range(3)]
-    screen = _Terminal()
+    screen = Terminal()
     if terminal:
         monkeypatch.setattr("sys.stderr", screen)
     FederatedKernelKMeans(3, max_iter=2, coreset_size=50, random_state=0, n_refine=0,
