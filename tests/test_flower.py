@@ -21,8 +21,9 @@ import pytest
 
 pytest.importorskip("flwr", reason="backend='flower' needs flwr: pip install kernelscale[flower]")
 
+from flower_federation import running_federation  # noqa: E402
+
 from kernelscale.backends.flower.cluster import FlowerCluster  # noqa: E402
-from kernelscale.backends.flower.local import LocalFederation  # noqa: E402
 from kernelscale.backends.local import LocalCluster  # noqa: E402
 from kernelscale.federated.baselines import distributed_spectral_clustering  # noqa: E402
 from kernelscale.federated.fkkmeans import fk_kmeans, moment_step, paper_gamma  # noqa: E402
@@ -53,20 +54,8 @@ SECURE_RANGE = 1e3
 
 @pytest.fixture(scope="module")
 def federation(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("flower")
-    configs = []
-    for i, (rows, block) in enumerate(zip(ROWS, BLOCKS, strict=True)):
-        np.save(folder / f"rows{i}.npy", rows)
-        np.save(folder / f"block{i}.npy", block)
-        configs.append({"partition-id": i, "partition-path": str(folder / f"rows{i}.npy"),
-                        "block-path": str(folder / f"block{i}.npy")})
-    federation = LocalFederation(configs, folder / "processes")
-    try:
-        federation.start()
+    with running_federation(tmp_path_factory.mktemp("flower"), ROWS, BLOCKS) as federation:
         yield federation
-    finally:
-        federation.stop()
-    assert all(p.poll() is not None for p in [federation.superlink, *federation.nodes])
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,7 @@ import pytest
 pytest.importorskip("flwr", reason="backend='flower' needs flwr: pip install kernelscale[flower]")
 psutil = pytest.importorskip("psutil")
 
+from flower_federation import running_federation  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 
 from kernelscale import VerticalKernelPCA  # noqa: E402
@@ -35,7 +36,6 @@ from kernelscale.backends.flower.certificates import make_node_key  # noqa: E402
 from kernelscale.backends.flower.cli import write_fit_app  # noqa: E402
 from kernelscale.backends.flower.cluster import FlowerCluster  # noqa: E402
 from kernelscale.backends.flower.connection import flwr_command  # noqa: E402
-from kernelscale.backends.flower.local import LocalFederation  # noqa: E402
 from kernelscale.backends.flower.runconfig import ledger_path  # noqa: E402
 from kernelscale.backends.local import LocalCluster  # noqa: E402
 from kernelscale.federated import FederatedKernelKMeans  # noqa: E402
@@ -66,20 +66,9 @@ def _run_config(params: dict) -> str:
 
 @pytest.fixture(scope="module")
 def federation(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("flower-secure")
-    configs = []
-    for i in range(3):
-        np.save(folder / f"rows{i}.npy", ROWS[i])
-        np.save(folder / f"block{i}.npy", BLOCKS[i])
-        configs.append({"partition-id": i, "partition-path": str(folder / f"rows{i}.npy"),
-                        "block-path": str(folder / f"block{i}.npy")})
-    federation = LocalFederation(configs, folder / "processes", tls=True, node_auth=True)
-    try:
-        federation.start()
+    with running_federation(tmp_path_factory.mktemp("flower-secure"), ROWS, BLOCKS, tls=True,
+                            node_auth=True) as federation:
         yield federation
-    finally:
-        federation.stop()
-    assert all(p.poll() is not None for p in [federation.superlink, *federation.nodes])
 
 
 @pytest.fixture(scope="module")

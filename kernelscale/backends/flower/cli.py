@@ -16,45 +16,21 @@ Importing this module does not import Flower.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from kernelscale.backends.flower.runconfig import RUN_DEFAULTS, UNSET, all_parameter_keys
+from kernelscale.backends.flower.runconfig import (
+    RUN_DEFAULTS,
+    UNSET,
+    all_parameter_keys,
+    app_pyproject,
+)
+from kernelscale.files import write_atomically
 
-FIT_APP_HEADER = """\
-# A kernelscale app for Flower, written by `kernelscale flower-app` (kernelscale {version}).
-# flwr run <this folder> <connection> --stream --run-config 'estimator="..." output="..."'
-[build-system]
-requires = ["hatchling"]
-build-backend = "hatchling.build"
-
-[project]
-name = "kernelscale-fit"
-version = "{version}"
-description = "Fit a kernelscale estimator on a Flower federation"
-license = "BSD-3-Clause"
-dependencies = []
-
-[tool.hatch.build.targets.wheel]
-packages = ["."]
-
-[tool.flwr.app]
-publisher = "kernelscale"
-
-[tool.flwr.app.components]
-serverapp = "kernelscale.backends.flower.app:fit_app"
-clientapp = "kernelscale.backends.flower.app:client_app"
-
-[tool.flwr.app.config]
-"""
-
-
-def _toml_value(value) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return json.dumps(str(value))  # a TOML basic string
+#: The comment on top of the fitting app's ``pyproject.toml``.
+FIT_APP_COMMENT = (
+    "# A kernelscale app for Flower, written by `kernelscale flower-app` (kernelscale "
+    "{version}).\n# flwr run <this folder> <connection> --stream --run-config "
+    "'estimator=\"...\" output=\"...\"'\n")
 
 
 def fit_app_toml(defaults: dict | None = None) -> str:
@@ -66,8 +42,9 @@ def fit_app_toml(defaults: dict | None = None) -> str:
         if key not in config:
             raise ValueError(f"{key!r} is not a key of the fitting app's run config.")
         config[key] = value
-    lines = [f"{key} = {_toml_value(value)}" for key, value in config.items()]
-    return FIT_APP_HEADER.format(version=kernelscale.__version__) + "\n".join(lines) + "\n"
+    return app_pyproject("kernelscale-fit", "Fit a kernelscale estimator on a Flower federation",
+                         "fit_app", config,
+                         comment=FIT_APP_COMMENT.format(version=kernelscale.__version__))
 
 
 def write_fit_app(directory, defaults: dict | None = None, force: bool = False) -> Path:
@@ -80,9 +57,7 @@ def write_fit_app(directory, defaults: dict | None = None, force: bool = False) 
         raise NotADirectoryError(f"{directory} is a file, not a folder.")
     directory.mkdir(parents=True, exist_ok=True)
     text = fit_app_toml(defaults)
-    temporary = directory / ".pyproject.toml.tmp"
-    temporary.write_text(text)
-    temporary.replace(target)
+    write_atomically(target, lambda fh: fh.write(text.encode()))
     return target
 
 

@@ -74,35 +74,10 @@ from kernelscale.backends.flower.connection import (
     probe_superlink,
 )
 from kernelscale.backends.flower.rounds import FlowerRounds, round_half
+from kernelscale.backends.flower.runconfig import app_pyproject
 from kernelscale.runtime.cluster import Cluster
 from kernelscale.runtime.lost import LOST_POLICIES
 
-APP_TOML = """\
-[build-system]
-requires = ["hatchling"]
-build-backend = "hatchling.build"
-
-[project]
-name = "kernelscale-flower"
-version = "{version}"
-description = "kernelscale protocols on Flower: a relay ServerApp and the worker ClientApp"
-license = "BSD-3-Clause"
-dependencies = []
-
-[tool.hatch.build.targets.wheel]
-packages = ["."]
-
-[tool.flwr.app]
-publisher = "kernelscale"
-
-[tool.flwr.app.components]
-serverapp = "kernelscale.backends.flower.app:server_app"
-clientapp = "kernelscale.backends.flower.app:client_app"
-
-[tool.flwr.app.config]
-kernelscale-relay = ""
-kernelscale-key-file = ""
-"""
 RELAY_HOST = "127.0.0.1"  # the relay listens on the loopback interface only
 
 
@@ -218,8 +193,6 @@ class FlowerCluster(FlowerRounds):
         return flower_env(home), "kernelscale"
 
     def _start(self, start_timeout: float) -> None:
-        import kernelscale
-
         start = time.perf_counter()
         key = secrets.token_bytes(32)
         key_file = self._workdir / "relay.key"
@@ -228,7 +201,10 @@ class FlowerCluster(FlowerRounds):
         listener = Listener((RELAY_HOST, 0), authkey=key)
         app = self._workdir / "app"
         app.mkdir()
-        (app / "pyproject.toml").write_text(APP_TOML.format(version=kernelscale.__version__))
+        (app / "pyproject.toml").write_text(app_pyproject(
+            "kernelscale-flower",
+            "kernelscale protocols on Flower: a relay ServerApp and the worker ClientApp",
+            "server_app", {"kernelscale-relay": "", "kernelscale-key-file": ""}))
         env, connection = self._flower_home()
         host, port = listener.address
         overrides = (f'kernelscale-relay="{host}:{port}" '

@@ -8,6 +8,7 @@ importing Flower. See that module for the keys.
 from __future__ import annotations
 
 import inspect
+import json
 import os
 from pathlib import Path
 
@@ -36,6 +37,53 @@ RUN_DEFAULTS = {
 NOT_FROM_RUN = {"backend", "client", "n_workers", "retry_lost", "timeout", "n_jobs",
                 "partition", "feature_blocks", "landmarks", "verbose"}
 UNSET = ""  # an estimator parameter at its default
+
+#: The ``pyproject.toml`` of a kernelscale Flower app (no code: the SuperLink and the
+#: SuperNodes run the kernelscale installed beside them), filled by :func:`app_pyproject`.
+APP_PYPROJECT = """\
+{comment}[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "{name}"
+version = "{version}"
+description = "{description}"
+license = "BSD-3-Clause"
+dependencies = []
+
+[tool.hatch.build.targets.wheel]
+packages = ["."]
+
+[tool.flwr.app]
+publisher = "kernelscale"
+
+[tool.flwr.app.components]
+serverapp = "kernelscale.backends.flower.app:{serverapp}"
+clientapp = "kernelscale.backends.flower.app:client_app"
+
+[tool.flwr.app.config]
+{config}"""
+
+
+def toml_value(value) -> str:
+    """``value`` as a TOML value (booleans, numbers, else a basic string)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value))  # a TOML basic string
+
+
+def app_pyproject(name: str, description: str, serverapp: str, config: dict,
+                  comment: str = "") -> str:
+    """The ``pyproject.toml`` of an app whose ServerApp is ``app:<serverapp>`` and whose
+    default run config is ``config``; ``comment`` lines go on top."""
+    import kernelscale
+
+    lines = "".join(f"{key} = {toml_value(value)}\n" for key, value in config.items())
+    return APP_PYPROJECT.format(comment=comment, name=name, version=kernelscale.__version__,
+                                description=description, serverapp=serverapp, config=lines)
 
 
 def estimator_class(name: str):
