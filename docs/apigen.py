@@ -105,19 +105,24 @@ def kind_of(obj) -> str:
     return "data"
 
 
-def canonical_homes(modules: list[str]) -> dict[int, str]:
-    """id(object) -> the module whose page documents it."""
-    homes: dict[int, str] = {}
+def public_objects(modules: list[str]):
+    """``(module name, name, object)`` of every public class and function of ``modules``."""
     for module_name in modules:
         module = importlib.import_module(module_name)
         for name in public_names(module_name):
             obj = getattr(module, name)
-            if kind_of(obj) == "data":
-                continue
-            where = getattr(obj, "__module__", "") or ""
-            best = max((m for m in modules if where == m or where.startswith(m + ".")),
-                       key=len, default=module_name)
-            homes.setdefault(id(obj), best)
+            if kind_of(obj) != "data":
+                yield module_name, name, obj
+
+
+def canonical_homes(modules: list[str]) -> dict[int, str]:
+    """id(object) -> the module whose page documents it."""
+    homes: dict[int, str] = {}
+    for module_name, _, obj in public_objects(modules):
+        where = getattr(obj, "__module__", "") or ""
+        best = max((m for m in modules if where == m or where.startswith(m + ".")),
+                   key=len, default=module_name)
+        homes.setdefault(id(obj), best)
     return homes
 
 
@@ -272,15 +277,10 @@ def public_aliases() -> dict[str, list[str]]:
     homes = canonical_homes(modules)
     aliases: dict[int, list[str]] = {}
     canonical: dict[int, str] = {}
-    for module_name in modules:
-        module = importlib.import_module(module_name)
-        for name in public_names(module_name):
-            obj = getattr(module, name)
-            if kind_of(obj) == "data":
-                continue
-            aliases.setdefault(id(obj), []).append(f"{module_name}.{name}")
-            if homes.get(id(obj)) == module_name:
-                canonical[id(obj)] = f"{module_name}.{name}"
+    for module_name, name, obj in public_objects(modules):
+        aliases.setdefault(id(obj), []).append(f"{module_name}.{name}")
+        if homes.get(id(obj)) == module_name:
+            canonical[id(obj)] = f"{module_name}.{name}"
     return {canonical[key]: sorted(set(names)) for key, names in aliases.items()
             if key in canonical}
 
