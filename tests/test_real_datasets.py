@@ -28,11 +28,13 @@ from kernelscale.datasets import (
     libsvm_path,
     load_dataset,
     load_digits_standardized,
+    load_dna,
     load_income,
     load_insurance,
     load_letter,
     load_musk,
     load_satellite,
+    load_shuttle,
     load_spam,
     make_gaussian_mixture,
     subsample,
@@ -51,6 +53,9 @@ REAL = {
     "income": (load_income, 6_876, 43, {
         "-10.000)", "[10.000-15.000)", "[15.000-20.000)", "[20.000-25.000)", "[25.000-30.000)",
         "[30.000-40.000)", "[40.000-50.000)", "[50.000-75.000)", "[75.000-"}),
+    "shuttle": (load_shuttle, 14_500, 9, {
+        "Rad.Flow", "Fpv.Close", "Fpv.Open", "High", "Bypass", "Bpv.Close", "Bpv.Open"}),
+    "dna": (load_dna, 3_186, 180, {"ei", "ie", "n"}),
 }
 
 
@@ -114,6 +119,25 @@ def test_kernlab_sets_keep_their_values_and_coding(real_data):
     assert onehot[:, blocks[6] + 3].sum() == 12  # East Indian: a rare class
 
 
+def test_mlbench_sets_keep_their_values(real_data):
+    # shuttle: UCI's test file shuttle.tst, first row "55 0 81 0 -6 11 25 88 64 4" (class 4,
+    # High), and its class counts; integer readings, far-out values kept.
+    X, y = real_data["shuttle"]
+    assert X[0].tolist() == [55, 0, 81, 0, -6, 11, 25, 88, 64] and y[0] == "High"
+    names, counts = np.unique(y, return_counts=True)
+    assert dict(zip(names.tolist(), counts.tolist(), strict=True)) == {
+        "Rad.Flow": 11_478, "High": 2_155, "Bypass": 809, "Fpv.Open": 39, "Fpv.Close": 13,
+        "Bpv.Close": 4, "Bpv.Open": 2}
+    assert np.array_equal(X, np.round(X)) and X[:, 5].min() == -26_739
+    # dna: 180 binary indicators, 3 per nucleotide of the window, at most one of them 1;
+    # 3,001 distinct rows.
+    X, y = real_data["dna"]
+    assert set(np.unique(X)) == {0.0, 1.0}
+    assert X.reshape(-1, 60, 3).sum(axis=2).max() == 1
+    assert np.unique(X, axis=0).shape[0] == 3_001
+    assert (y == "n").sum() == 1_654 and y[0] == "n"
+
+
 def test_standardize(real_data):
     X, y = load_spam(standardize=True)
     np.testing.assert_allclose(X.mean(axis=0), 0, atol=1e-12)
@@ -133,9 +157,9 @@ def test_files_are_declared_package_data():
 
 # --------------------------------------------------------------------------- registry
 def test_registry_names():
-    assert DATASETS[:9] == ("digits", "letter", "satellite", "spam", "insurance", "musk",
-                            "income", "gaussian_mixture", "sparse_bow")
-    assert set(DATASETS[9:]) == set(LIBSVM_SETS)
+    assert DATASETS[:11] == ("digits", "letter", "satellite", "spam", "insurance", "musk",
+                             "income", "shuttle", "dna", "gaussian_mixture", "sparse_bow")
+    assert set(DATASETS[11:]) == set(LIBSVM_SETS)
 
 
 def test_unknown_name_lists_the_valid_ones():

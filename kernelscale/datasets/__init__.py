@@ -6,14 +6,17 @@ Data sets by name (:mod:`kernelscale.datasets.registry`):
 generator's size):
 
 - bundled with the package, never downloaded: ``'digits'`` (scikit-learn's
-  1,797 x 64, standardised) and three UCI sets with their values unchanged
+  1,797 x 64, standardised) and four UCI sets with their values unchanged
   (:mod:`kernelscale.datasets.real`; provenance in ``datasets/data/README.md``):
   ``'letter'`` (:func:`load_letter`, 20,000 x 16, 26 classes), ``'satellite'``
   (:func:`load_satellite`, 6,435 x 36, 6 classes), ``'spam'``
   (:func:`load_spam`, 4,601 x 57, 2 classes) and ``'insurance'``
   (:func:`load_insurance`, 9,822 x 85, 2 classes; paper 001's own set), and
   two of kernlab's, ``'musk'`` (:func:`load_musk`, 476 x 166, 2 classes) and
-  ``'income'`` (:func:`load_income`, 6,876 x 43, 9 classes);
+  ``'income'`` (:func:`load_income`, 6,876 x 43, 9 classes), and two Statlog
+  sets from mlbench, ``'shuttle'`` (:func:`load_shuttle`, 14,500 x 9, 7 classes
+  of very unequal size) and ``'dna'`` (:func:`load_dna`, 3,186 x 180 binary, 3
+  classes);
   ``standardize=True`` scales them;
 - synthetic stand-ins for the papers' large sets: ``'gaussian_mixture'``
   (:func:`make_gaussian_mixture`) and ``'sparse_bow'`` (:func:`make_sparse_bow`);
@@ -48,7 +51,16 @@ from .loaders import (
     load_parquet,
     load_svmlight,
 )
-from .real import load_income, load_insurance, load_letter, load_musk, load_satellite, load_spam
+from .real import (
+    load_dna,
+    load_income,
+    load_insurance,
+    load_letter,
+    load_musk,
+    load_satellite,
+    load_shuttle,
+    load_spam,
+)
 from .registry import DATASETS, load_dataset, subsample
 
 __all__ = [
@@ -63,6 +75,7 @@ __all__ = [
     "load",
     "load_csv",
     "load_dataset",
+    "load_dna",
     "load_income",
     "load_insurance",
     "load_digits_standardized",
@@ -70,6 +83,7 @@ __all__ = [
     "load_npy",
     "load_parquet",
     "load_satellite",
+    "load_shuttle",
     "load_musk",
     "load_spam",
     "load_svmlight",

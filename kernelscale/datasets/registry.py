@@ -5,7 +5,8 @@ turns the name and its options into ``(X, y)``. Three kinds of names:
 
 - bundled, never downloaded: ``'digits'`` (scikit-learn's 1,797 x 64,
   standardised), ``'letter'``, ``'satellite'``, ``'spam'``, ``'insurance'`` (UCI, raw values;
-  :mod:`kernelscale.datasets.real`), ``'musk'`` and ``'income'`` (kernlab's, raw values);
+  :mod:`kernelscale.datasets.real`), ``'musk'`` and ``'income'`` (kernlab's, raw
+  values), ``'shuttle'`` (Statlog's test part) and ``'dna'`` (mlbench's, raw values);
 - synthetic stand-ins of the papers' large sets: ``'gaussian_mixture'``
   (HIGGS-like, d = 28) and ``'sparse_bow'`` (20 Newsgroups-like, d = 100,000);
 - the LIBSVM repository's sets, cached under ``data_home``:
@@ -31,7 +32,16 @@ import scipy.sparse as sp
 from .generators import make_gaussian_mixture, make_sparse_bow
 from .libsvm import LIBSVM_SETS, fetch_libsvm
 from .loaders import load_digits_standardized
-from .real import load_income, load_insurance, load_letter, load_musk, load_satellite, load_spam
+from .real import (
+    load_dna,
+    load_income,
+    load_insurance,
+    load_letter,
+    load_musk,
+    load_satellite,
+    load_shuttle,
+    load_spam,
+)
 
 __all__ = ["DATASETS", "load_dataset", "subsample"]
 
@@ -122,6 +132,8 @@ _LOADERS: dict[str, Callable[..., Data]] = {
     "insurance": _bundled(load_insurance),
     "musk": _bundled(load_musk),
     "income": _bundled(load_income),
+    "shuttle": _bundled(load_shuttle),
+    "dna": _bundled(load_dna),
     "gaussian_mixture": _gaussian_mixture,
     "sparse_bow": _sparse_bow,
     **{name: _libsvm(name) for name in LIBSVM_SETS},
@@ -144,7 +156,7 @@ def load_dataset(name: str, **options: Any) -> Data:
 
         - ``'digits'``: ``n_samples=None``, ``random_state=0``.
         - ``'letter'``, ``'satellite'``, ``'spam'``, ``'insurance'``, ``'musk'``,
-          ``'income'``: also ``standardize=False``
+          ``'income'``, ``'shuttle'``, ``'dna'``: also ``standardize=False``
           (True: zero mean, unit variance per feature, before subsetting).
         - ``'gaussian_mixture'``: ``n_samples=50_000``, ``n_features=28``,
           ``n_clusters=10``, ``random_state=0``
