@@ -8,8 +8,9 @@ import scipy.sparse as sp
 from kernelscale import DistributedKernelPCA
 from kernelscale.backends.local import LocalCluster
 from kernelscale.datasets import load_digits_standardized
-from kernelscale.horizontal import diskpca, uniform_dislr
+from kernelscale.horizontal import diskpca, sampling, uniform_dislr
 from kernelscale.horizontal.diskpca import pilot_ridge, ridge_schedule
+from kernelscale.horizontal.pilot import MIN_PILOT
 from kernelscale.horizontal.sampling import defensive_split, residual_step, ridge_residual_step
 from kernelscale.kernels import make_kernel, median_heuristic
 from kernelscale.linalg import (
@@ -118,9 +119,15 @@ def _expected_ridge_rounds(n_y, targets, s, d, k, center):
     """Words per round of the ridge sampler and disLR, from the protocol (dense rbf data)."""
     rounds = {"pilot sampling: seeds": {DOWN: s, UP: 0},
               "pilot sampling": {DOWN: s, UP: targets[0] * d}}
+    floor = targets[0] < MIN_PILOT * k  # the pilot is too small to read: P goes down first
+    if floor:  # with the kernel (5 words), the chunk size and ridge 0; a residual sum up
+        rounds["ridge sampling: pilot residuals"] = {DOWN: s * (targets[0] * d + 7), UP: 2 * s}
     for j in range(1, len(targets)):
         new = targets[j - 1] - (targets[j - 2] if j > 1 else 0)
-        config = 5 + 1 + 1 if j == 1 else 1  # kernel (5), chunk size and ridge; then the ridge
+        if j == 1 and floor:
+            new = 0
+        # kernel (5), chunk size and ridge; then the ridge
+        config = 5 + 1 + 1 if j == 1 and not floor else 1
         rounds[f"ridge sampling {j}: residuals"] = {DOWN: s * (new * d + config), UP: 2 * s}
         by_residual, by_uniform = defensive_split(targets[j] - targets[j - 1])
         rounds[f"ridge sampling {j}"] = {DOWN: s, UP: by_residual * d}
@@ -152,10 +159,34 @@ def test_ridge_ledger_counts_every_word(digits, center, n_landmarks):
                          fit=uniform_dislr)
     shares = sum(defensive_split(b - a)[1] > 0 for a, b in zip(targets[:-1], targets[1:],
                                                                   strict=True))
-    extra = s * (6 + 4 * (len(targets) - 1) + shares)
+    floor = 3 if targets[0] < MIN_PILOT * k else 0  # the pilot residuals' ridge and reply
+    extra = s * (6 + 4 * (len(targets) - 1) + shares + floor)
     assert cluster.ledger.total_words("fit") == uniform.ledger.total_words("fit") + extra
     assert model.info["n_leverage"] == targets[0]
     assert model.info["n_leverage"] + model.info["n_adaptive"] == n_landmarks
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_small_pilot_ridge_counts_the_energy_outside_its_span(digits, seed):
+    """A pilot under MIN_PILOT k points: mu = the pilot's tail / k + m E / (n k), with E the
+    rows' total squared distance to span(phi(P)), computed here from all the data."""
+    X, k, m = digits, 5, 5  # |Y| = 13: a pilot of max(k, ceil(13 / 4)) = 5 points
+    model, _, _ = _fit(X, RBF, seed=seed, n_landmarks=13)
+    P = model.landmarks[:m]
+    K_xp, K_pp = RBF(X, P), RBF(P, P)
+    outside = float(np.sum(1.0 - np.einsum("ij,ij->i", K_xp @ np.linalg.pinv(K_pp), K_xp)))
+    expected = pilot_ridge(RBF, P, k, center=False) + m * outside / (X.shape[0] * k)
+    assert pilot_ridge(RBF, P, k, center=False) == 0.0  # m = k: the pilot reads no tail
+    np.testing.assert_allclose(model.info["ridge"], expected, rtol=1e-8)
+    assert model.info["ridge"] > 0.1  # a narrow kernel: most energy is outside 5 points
+
+
+def test_ridge_floor_off_keeps_the_pilots_ridge(digits, monkeypatch):
+    """RIDGE_FLOOR = False: the pilot's own tail, 0 from k points, and no extra round."""
+    monkeypatch.setattr(sampling, "RIDGE_FLOOR", False)
+    model, cluster, _ = _fit(digits, RBF, seed=0, n_landmarks=13)
+    assert model.info["ridge"] == 0.0
+    assert "ridge sampling: pilot residuals" not in cluster.ledger.words_by_round("fit")
 
 
 def test_same_seed_same_model_and_ledger(digits):

@@ -43,6 +43,7 @@ from kernelscale.horizontal.sampling import (
     embed_step,
     leverage_sample_step,
     leverage_scores_step,
+    needs_ridge_floor,
     residual_step,
     ridge_residual_step,
     sample_distinct,
@@ -324,6 +325,25 @@ def pilot_ridge(kernel: Kernel, P, n_components: int, center: bool) -> float:
     return float(w[n_components:].sum() / n_components)
 
 
+def ridge_outside_pilot(cluster: Cluster, P, config: dict, n_components: int,
+                        n_samples: int) -> float:
+    """What the energy outside span(phi(P)) adds to :func:`pilot_ridge`'s mu.
+
+    Round 'ridge sampling: pilot residuals' sends P and the settings; each
+    worker keeps P as its first landmarks and returns its rows' total squared
+    distance to span(phi(P)) (:func:`ridge_residual_step` with ridge 0). Their
+    sum E is trace(K) minus the trace of P's Nystroem approximation, so
+    Musco and Musco's lambda gains E / k, and mu = lambda m / n gains
+    ``m E / (n k)`` (:func:`~kernelscale.horizontal.sampling.needs_ridge_floor`).
+    The residuals are of the uncentred feature map, as the rounds' are.
+    """
+    sums = cluster.broadcast_map(ridge_residual_step,
+                                 Tagged(raw_points=P, model={**config, "ridge": 0.0}),
+                                 round="ridge sampling: pilot residuals", reply_kind="scalars")
+    outside = float(sum(r[0] for r in answered(sums)))
+    return P.shape[0] * outside / (n_samples * n_components)
+
+
 def leverage_sample(cluster: Cluster, config: dict, n_leverage: int, rng):
     """Steps 1-3a: embedding, disLS (Algorithm 1 of 001) and leverage sampling of P.
 
@@ -480,9 +500,12 @@ def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: l
                                redraw=redraw)
     P, received = pilot
     ridge = pilot_ridge(kernel, P, n_components, center)
-    per_landmark = ridge_scale * ridge / P.shape[0]  # lambda / n
     Y, new_points, n_fill = P, P, 0
     config = {"kernel": kernel.to_dict(), "chunk_size": int(chunk_size)}
+    if len(targets) > 1 and needs_ridge_floor(kernel, P.shape[0], n_components):
+        ridge += ridge_outside_pilot(cluster, P, config, n_components, int(np.sum(n_rows)))
+        new_points, config = P[:0], {}  # the workers hold P and the settings now
+    per_landmark = ridge_scale * ridge / P.shape[0]  # lambda / n
     for j, target in enumerate(targets[1:], start=1):
         settings = {**config, "ridge": per_landmark * Y.shape[0]} if j == 1 else {
             "ridge": per_landmark * Y.shape[0]}

@@ -35,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernelscale.horizontal.diskpca import MESSAGES, SAMPLERS, default_n_leverage, ridge_schedule
-from kernelscale.horizontal.sampling import defensive_share, defensive_split
+from kernelscale.horizontal.sampling import defensive_share, defensive_split, needs_ridge_floor
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel, make_kernel
 from kernelscale.runtime.ledger import DOWN, UP, count_words
 
@@ -271,16 +271,25 @@ def _draw(rounds: _Rounds, name: str, count: int, point: float) -> None:
     rounds.add(name, UP, "raw_points", count * point, per_worker=False)
 
 
-def _ridge_sampling(rounds, targets, *, kernel, point, chunk_size) -> int:
+def _ridge_sampling(rounds, targets, *, kernel, k, point, chunk_size) -> int:
     """The rounds of :func:`kernelscale.horizontal.diskpca.ridge_sample` up to ``targets[-1]``
     points; returns how many points its last round drew (not yet sent down)."""
     _uniform_sample(rounds, "pilot sampling", targets[0], point)
+    config = {"kernel": kernel.to_dict(), "chunk_size": int(chunk_size)}
+    floor = len(targets) > 1 and needs_ridge_floor(kernel, targets[0], k)
+    if floor:  # diskpca.ridge_outside_pilot: P and the settings down, a residual sum up
+        name = "ridge sampling: pilot residuals"
+        rounds.add(name, DOWN, "raw_points", targets[0] * point)
+        rounds.add(name, DOWN, "model", count_words({**config, "ridge": 0.0}))
+        rounds.add(name, UP, "scalars", 2)
     for j in range(1, len(targets)):
         name = f"ridge sampling {j}"
         settings = {"ridge": 0.0}
-        if j == 1:
-            settings = {"kernel": kernel.to_dict(), "chunk_size": int(chunk_size), **settings}
+        if j == 1 and not floor:
+            settings = {**config, **settings}
         sent = targets[j - 1] - (targets[j - 2] if j >= 2 else 0)
+        if j == 1 and floor:
+            sent = 0  # P went down with the pilot residuals
         rounds.add(f"{name}: residuals", DOWN, "raw_points", sent * point)
         rounds.add(f"{name}: residuals", DOWN, "model", count_words(settings))
         rounds.add(f"{name}: residuals", UP, "scalars", 2)
@@ -296,7 +305,7 @@ def _ridge_diskpca(rounds, n_landmarks, n_leverage, messages, *, kernel, k, poin
                    **options) -> None:
     """:func:`kernelscale.horizontal.diskpca.ridge_sample`, then disLR on the last points."""
     new = _ridge_sampling(rounds, ridge_schedule(kernel, k, n_landmarks, n_leverage), kernel=kernel,
-                          point=point, chunk_size=chunk_size)
+                          k=k, point=point, chunk_size=chunk_size)
     _dislr(rounds, n_landmarks, new, messages, kernel=kernel, k=k, point=point,
            chunk_size=chunk_size, **options)
 

@@ -270,7 +270,7 @@ def forecast_ridge_batch(n_rows, n_features: int, n_components: int, n_landmarks
     point, k = float(n_features), n_components
     rounds = _Rounds(len(n_rows))
     new = _ridge_sampling(rounds, ridge_schedule(kernel, k, n_y, n_leverage), kernel=kernel,
-                          point=point, chunk_size=chunk_size)
+                          k=k, point=point, chunk_size=chunk_size)
     rounds.add("ridge + batch: landmarks and components", DOWN, "raw_points", new * point)
     rounds.add("ridge + batch: landmarks and components", DOWN, "model",
                n_y * k + (n_y if center else 0) + count_words(kernel.to_dict()))

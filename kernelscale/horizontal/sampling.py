@@ -62,6 +62,34 @@ def defensive_share(kernel) -> float:
     return DEFENSIVE_SHARE if kernel.is_shift_invariant else 0.0
 
 
+#: Whether the ridge sampler's ridge counts the energy outside span(phi(P)) where its
+#: pilot P is too small to read (:func:`needs_ridge_floor`).
+RIDGE_FLOOR = True
+
+
+def needs_ridge_floor(kernel, n_pilot: int, n_components: int) -> bool:
+    """Whether the ridge sampler measures the energy outside its pilot's span first.
+
+    Musco and Musco's (2017) ridge is ``lambda = (1/k) sum_{i>k} lambda_i(K)``;
+    from a uniform pilot P of m points, (n/m) K_PP's spectrum stands for K's
+    (:func:`~kernelscale.horizontal.diskpca.pilot_ridge`) within span(phi(P))
+    only. The energy outside that span, the rows' total squared distance to it
+    (trace(K) minus the trace of P's Nystroem approximation), belongs to the
+    tail beyond k as well, and a pilot of a few times k points leaves most of
+    it out: a pilot of k points reads a tail of 0, and the rounds then draw by
+    the plain residual, which chases isolated points. So where the pilot is
+    too small to read (fewer than :data:`~kernelscale.horizontal.pilot.MIN_PILOT`
+    k points) with RBF and Laplacian kernels, a first round sends P and has
+    every worker return its rows' total residual (2 words up per worker), and
+    the ridge adds it. Polynomial, linear and arc-cosine kernels keep ridge 0,
+    by design (:func:`~kernelscale.horizontal.diskpca.default_pilot_size`).
+    """
+    from kernelscale.horizontal.pilot import too_small_to_read
+
+    return bool(RIDGE_FLOOR and kernel.is_shift_invariant
+                and too_small_to_read(int(n_pilot), int(n_components)))
+
+
 def defensive_split(n_new: int, share: float | None = None) -> tuple[int, int]:
     """Split a ridge round's ``n_new`` landmarks into (by the residual, uniformly).
 
