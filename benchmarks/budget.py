@@ -126,8 +126,10 @@ def sampler_fingerprint() -> str:
     sampling = import_module("kernelscale.horizontal.sampling")
     return _source_fingerprint((diskpca.ridge_schedule, diskpca.default_pilot_size,
                                 diskpca.pilot_ridge, diskpca.ridge_sample,
+                                diskpca.ridge_outside_pilot, sampling.needs_ridge_floor,
                                 sampling.defensive_split, sampling.defensive_share),
-                               repr(sampling.DEFENSIVE_SHARE))
+                               repr((sampling.DEFENSIVE_SHARE, sampling.READ_PILOT_SHARE,
+                                     sampling.RIDGE_FLOOR)))
 
 
 def rule_fingerprint() -> str:

@@ -11,7 +11,12 @@ from kernelscale.datasets import load_digits_standardized
 from kernelscale.horizontal import diskpca, sampling, uniform_dislr
 from kernelscale.horizontal.diskpca import pilot_ridge, ridge_schedule
 from kernelscale.horizontal.pilot import MIN_PILOT
-from kernelscale.horizontal.sampling import defensive_split, residual_step, ridge_residual_step
+from kernelscale.horizontal.sampling import (
+    defensive_share,
+    defensive_split,
+    residual_step,
+    ridge_residual_step,
+)
 from kernelscale.kernels import make_kernel, median_heuristic
 from kernelscale.linalg import (
     projected_sq_norms,
@@ -99,14 +104,25 @@ def test_a_pilot_of_k_points_samples_by_the_plain_residual(digits):
 
 
 def test_ridge_scale_zero_draws_the_rbf_rounds_by_the_plain_residual(digits):
-    """``ridge_scale=0``: the |Y|/4 pilot, then rounds with ridge 0; the same words."""
+    """``ridge_scale=0``: the |Y|/4 pilot, then rounds with ridge 0 and no uniform share;
+    the same words but the share's count per worker and round."""
     kernel = make_kernel("rbf", gamma=1 / (2 * median_heuristic(digits, 1.0, random_state=0)))
     model, cluster, _ = _fit(digits, kernel, seed=1, ridge_scale=0.0)
     plain, plain_cluster, _ = _fit(digits, kernel, seed=1)
     assert model.info["ridge"] == 0.0 < plain.info["ridge"]
     assert model.info["n_leverage"] == plain.info["n_leverage"] == 15
     np.testing.assert_array_equal(model.landmarks[:15], plain.landmarks[:15])  # one pilot
-    assert cluster.ledger.words_by_round("fit") == plain_cluster.ledger.words_by_round("fit")
+    rounds, plain_rounds = (c.ledger.words_by_round("fit") for c in (cluster, plain_cluster))
+    shares = {name for name in plain_rounds if name.endswith(": uniform share")}
+    assert shares and not shares & set(rounds)
+    # every point the share drew uniformly, the plain residual draws in its round
+    for name in shares:
+        drawn = name.removesuffix(": uniform share")
+        assert rounds[drawn][UP] == plain_rounds[drawn][UP] + plain_rounds[name][UP]
+    assert {n: w for n, w in rounds.items() if n.endswith(": residuals")} == {
+        n: w for n, w in plain_rounds.items() if n.endswith(": residuals")}
+    assert cluster.ledger.total_words("fit") == plain_cluster.ledger.total_words("fit") - sum(
+        plain_rounds[name][DOWN] for name in shares)
 
 
 @pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])
@@ -129,7 +145,8 @@ def _expected_ridge_rounds(n_y, targets, s, d, k, center):
         # kernel (5), chunk size and ridge; then the ridge
         config = 5 + 1 + 1 if j == 1 and not floor else 1
         rounds[f"ridge sampling {j}: residuals"] = {DOWN: s * (new * d + config), UP: 2 * s}
-        by_residual, by_uniform = defensive_split(targets[j] - targets[j - 1])
+        by_residual, by_uniform = defensive_split(targets[j] - targets[j - 1],
+                                                  defensive_share(RBF, targets[0], k))
         rounds[f"ridge sampling {j}"] = {DOWN: s, UP: by_residual * d}
         if by_uniform:  # the defensive share: one count per worker, the points up
             rounds[f"ridge sampling {j}: uniform share"] = {DOWN: s, UP: by_uniform * d}
@@ -157,7 +174,8 @@ def test_ridge_ledger_counts_every_word(digits, center, n_landmarks):
     # and one count more for a round with a defensive share.
     _, uniform, _ = _fit(X, RBF, seed=1, center=center, n_landmarks=n_landmarks,
                          fit=uniform_dislr)
-    shares = sum(defensive_split(b - a)[1] > 0 for a, b in zip(targets[:-1], targets[1:],
+    share = defensive_share(RBF, targets[0], k)
+    shares = sum(defensive_split(b - a, share)[1] > 0 for a, b in zip(targets[:-1], targets[1:],
                                                                   strict=True))
     floor = 3 if targets[0] < MIN_PILOT * k else 0  # the pilot residuals' ridge and reply
     extra = s * (6 + 4 * (len(targets) - 1) + shares + floor)
@@ -179,6 +197,14 @@ def test_small_pilot_ridge_counts_the_energy_outside_its_span(digits, seed):
     assert pilot_ridge(RBF, P, k, center=False) == 0.0  # m = k: the pilot reads no tail
     np.testing.assert_allclose(model.info["ridge"], expected, rtol=1e-8)
     assert model.info["ridge"] > 0.1  # a narrow kernel: most energy is outside 5 points
+
+
+def test_no_defensive_share_with_polynomial_kernels_or_ridge_zero():
+    poly, k = make_kernel("poly", degree=2, gamma=1.0, coef0=1.0), 5
+    assert defensive_share(poly, 3, k) == defensive_share(poly, 50, k) == 0.0
+    assert defensive_share(RBF, 5, k, ridge_scale=0.0) == 0.0
+    assert defensive_share(RBF, 5, k) == sampling.DEFENSIVE_SHARE  # 5 < MIN_PILOT k
+    assert defensive_share(RBF, MIN_PILOT * k, k) == sampling.READ_PILOT_SHARE
 
 
 def test_ridge_floor_off_keeps_the_pilots_ridge(digits, monkeypatch):
@@ -349,17 +375,19 @@ def test_cli_fit_takes_the_sampler(digits, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("share", [0.0, 0.5])
-def test_defensive_share_draws_its_part_uniformly_and_the_forecast_follows(digits, share,
-                                                                          monkeypatch):
+@pytest.mark.parametrize(("n_landmarks", "constant"), [(60, "READ_PILOT_SHARE"),
+                                                       (13, "DEFENSIVE_SHARE")])
+def test_defensive_share_draws_its_part_uniformly_and_the_forecast_follows(
+        digits, share, n_landmarks, constant, monkeypatch):
     """Each ridge round draws floor(share x its new points) uniformly, in a round of its own
-    that the word forecast counts; share 0 is the plain ridge sampler (no such round)."""
-    from kernelscale.horizontal import sampling
+    that the word forecast counts; share 0 is the plain ridge sampler (no such round). A
+    pilot of 15 points is read (2 k = 10), one of 5 is not."""
     from kernelscale.horizontal.forecast import forecast_words
 
-    monkeypatch.setattr(sampling, "DEFENSIVE_SHARE", share)
+    monkeypatch.setattr(sampling, constant, share)
     X, s, k = digits, 4, 5
-    model, cluster, parts = _fit(X, RBF, seed=2, n_landmarks=60)
-    targets = ridge_schedule(RBF, k, 60)
+    model, cluster, parts = _fit(X, RBF, seed=2, n_landmarks=n_landmarks)
+    targets = ridge_schedule(RBF, k, n_landmarks)
     rounds = cluster.ledger.words_by_round("fit")
     for j in range(1, len(targets)):
         uniform = rounds.get(f"ridge sampling {j}: uniform share")
@@ -368,7 +396,7 @@ def test_defensive_share_draws_its_part_uniformly_and_the_forecast_follows(digit
         else:
             n_uniform = int(share * (targets[j] - targets[j - 1]))
             assert uniform == {DOWN: s, UP: n_uniform * X.shape[1]}
-    assert model.landmarks.shape[0] == 60
-    forecast = forecast_words("diskpca", [p.shape[0] for p in parts], X.shape[1], k, 60,
-                              kernel=RBF)
+    assert model.landmarks.shape[0] == n_landmarks
+    forecast = forecast_words("diskpca", [p.shape[0] for p in parts], X.shape[1], k,
+                              n_landmarks, kernel=RBF)
     assert forecast.words_by_round() == rounds

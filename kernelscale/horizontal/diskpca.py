@@ -513,7 +513,8 @@ def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: l
                                      Tagged(raw_points=new_points, model=settings),
                                      round=f"ridge sampling {j}: residuals",
                                      reply_kind="scalars")
-        by_residual, by_uniform = defensive_split(target - Y.shape[0], defensive_share(kernel))
+        share = defensive_share(kernel, P.shape[0], n_components, ridge_scale)
+        by_residual, by_uniform = defensive_split(target - Y.shape[0], share)
         new_points, filled, got = draw_by_residuals(cluster, Y, target - by_uniform, sums,
                                                     np.asarray(n_rows) - received, rng,
                                                     f"ridge sampling {j}", redraw)

@@ -154,6 +154,7 @@ def forecast_words(
     embedding_dtype: str = "float64",
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     n_pilot: int | None = None,
+    ridge_scale: float = 1.0,
 ) -> Forecast:
     """The words a horizontal method's fit will send, round by round, before it runs.
 
@@ -186,6 +187,10 @@ embedding_dtype, chunk_size
         (:mod:`kernelscale.horizontal.pilot`): the uniform sample is drawn in
         two rounds, 'pilot sampling' (``n_pilot`` points, with the seeds) and
         'uniform sampling' (the rest), one count per worker more.
+    ridge_scale : float, default=1.0
+        'diskpca' with the ridge sampler: 0 draws no uniform share
+        (:func:`kernelscale.horizontal.sampling.defensive_share`), one count
+        per worker and round less.
 
     Returns
     -------
@@ -212,7 +217,8 @@ embedding_dtype, chunk_size
                    n_rows=n_rows, chunk_size=int(chunk_size))
     m = 0
     if method == "diskpca" and sampler == "ridge":
-        _ridge_diskpca(rounds, n_landmarks, n_leverage, messages, **options)
+        _ridge_diskpca(rounds, n_landmarks, n_leverage, messages, ridge_scale=ridge_scale,
+                       **options)
     elif method == "diskpca":
         _paper_diskpca(rounds, n_landmarks, n_leverage, messages, embedding_dim,
                        row_sketch_dim, n_random_features, embedding_dtype, **options)
@@ -271,7 +277,8 @@ def _draw(rounds: _Rounds, name: str, count: int, point: float) -> None:
     rounds.add(name, UP, "raw_points", count * point, per_worker=False)
 
 
-def _ridge_sampling(rounds, targets, *, kernel, k, point, chunk_size) -> int:
+def _ridge_sampling(rounds, targets, *, kernel, k, point, chunk_size,
+                    ridge_scale: float = 1.0) -> int:
     """The rounds of :func:`kernelscale.horizontal.diskpca.ridge_sample` up to ``targets[-1]``
     points; returns how many points its last round drew (not yet sent down)."""
     _uniform_sample(rounds, "pilot sampling", targets[0], point)
@@ -294,7 +301,8 @@ def _ridge_sampling(rounds, targets, *, kernel, k, point, chunk_size) -> int:
         rounds.add(f"{name}: residuals", DOWN, "model", count_words(settings))
         rounds.add(f"{name}: residuals", UP, "scalars", 2)
         by_residual, by_uniform = defensive_split(targets[j] - targets[j - 1],
-                                                  defensive_share(kernel))
+                                                  defensive_share(kernel, targets[0], k,
+                                                                  ridge_scale))
         _draw(rounds, name, by_residual, point)
         if by_uniform:
             _draw(rounds, f"{name}: uniform share", by_uniform, point)
@@ -302,10 +310,10 @@ def _ridge_sampling(rounds, targets, *, kernel, k, point, chunk_size) -> int:
 
 
 def _ridge_diskpca(rounds, n_landmarks, n_leverage, messages, *, kernel, k, point, chunk_size,
-                   **options) -> None:
+                   ridge_scale: float = 1.0, **options) -> None:
     """:func:`kernelscale.horizontal.diskpca.ridge_sample`, then disLR on the last points."""
     new = _ridge_sampling(rounds, ridge_schedule(kernel, k, n_landmarks, n_leverage), kernel=kernel,
-                          k=k, point=point, chunk_size=chunk_size)
+                          k=k, point=point, chunk_size=chunk_size, ridge_scale=ridge_scale)
     _dislr(rounds, n_landmarks, new, messages, kernel=kernel, k=k, point=point,
            chunk_size=chunk_size, **options)
 

@@ -219,6 +219,7 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
     from kernelscale.horizontal.budget import pilot_sizes
     from kernelscale.horizontal.diskpca import check_kernel_input, diskpca, ridge_schedule
     from kernelscale.horizontal.dislr import dislr
+    from kernelscale.horizontal.forecast import forecast_words
     from kernelscale.horizontal.sampling import (
         inclusion_weights,
         sample_distinct,
@@ -254,6 +255,11 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
         model = diskpca(cluster, kernel, k, n_y, n_leverage, messages=messages, center=center,
                         chunk_size=chunk_size, random_state=rng, redraw=redraw,
                         pilot=(P, received, info), ridge_scale=ridge_scale)
+        if ridge_scale == 0:  # no uniform share: the forecast of the rounds that ran
+            sizing = dict(plan.sizing)
+            args = [sizing.pop(key) for key in ("n_rows", "n_features", "n_components")]
+            plan = replace(plan, forecast=forecast_words("diskpca", *args, n_y, **sizing,
+                                                         ridge_scale=0.0))
         return model, replace(plan, reason=reason, pilot=pilot)
     forecast = uniform[method]
     rows = np.asarray(info.n_rows, dtype=np.int64)

@@ -42,24 +42,40 @@ from kernelscale.runtime.lost import answered
 from kernelscale.runtime.steps import worker_step
 from kernelscale.sketches import make_sketch
 
-#: The share of each ridge round's new landmarks drawn uniformly (a defensive mixture),
-#: with RBF and Laplacian kernels (:func:`defensive_share`).
-DEFENSIVE_SHARE = 0.25
+#: The share of each ridge round's new landmarks drawn uniformly (a defensive mixture)
+#: where the pilot is too small to read (fewer than ``pilot.MIN_PILOT`` k points), with
+#: RBF and Laplacian kernels (:func:`defensive_share`).
+DEFENSIVE_SHARE = 0.75
+#: The same share where the pilot is read.
+READ_PILOT_SHARE = 0.25
 
 
-def defensive_share(kernel) -> float:
-    """The ridge rounds' uniform share for ``kernel``: :data:`DEFENSIVE_SHARE` with RBF and
-    Laplacian kernels, 0 with the others.
+def defensive_share(kernel, n_pilot: int | None = None, n_components: int | None = None,
+                    ridge_scale: float = 1.0) -> float:
+    """The ridge rounds' uniform share after a pilot of ``n_pilot`` points.
 
-    With polynomial and arc-cosine kernels the energy sits with the points of
-    large norm, which the residual rounds find and a uniform draw mostly misses:
-    ``benchmarks/budget_heldout.py`` measured a share of 0.25 at 0.77-2.55x the
-    excess of none there (median 1.08x over 34 cells of seven sets, 6 seeds).
+    * Polynomial, linear and arc-cosine kernels: 0. The energy sits with the
+      points of large norm, which the residual rounds find and a uniform draw
+      mostly misses (a share of 0.25 had 0.77-2.55x the excess of none, median
+      1.08x over 34 cells of seven sets; ``benchmarks/budget_heldout.py``).
+    * ``ridge_scale=0`` (the pilot rule read a concentrated spectrum and draws
+      by the plain residual, :mod:`kernelscale.horizontal.pilot`): 0; the
+      scores are what the rule trusts there.
+    * A pilot too small to read (fewer than ``MIN_PILOT`` k points, or
+      ``n_pilot`` not given): :data:`DEFENSIVE_SHARE`. Its scores come from
+      a handful of points.
+    * Otherwise :data:`READ_PILOT_SHARE`.
 
-    :data:`DEFENSIVE_SHARE` (0.25) was chosen by leaving one set out over 0,
-    0.25 and 0.5 (``benchmarks/budget_heldout.py``, ``docs/budget.md``).
+    Both shares were chosen by leaving one set out of nine
+    (``benchmarks/budget_heldout.py``, ``docs/budget.md``).
     """
-    return DEFENSIVE_SHARE if kernel.is_shift_invariant else 0.0
+    from kernelscale.horizontal.pilot import too_small_to_read
+
+    if not kernel.is_shift_invariant or ridge_scale == 0:
+        return 0.0
+    if n_pilot is None or n_components is None or too_small_to_read(n_pilot, n_components):
+        return DEFENSIVE_SHARE
+    return READ_PILOT_SHARE
 
 
 #: Whether the ridge sampler's ridge counts the energy outside span(phi(P)) where its
