@@ -135,7 +135,8 @@ def _expected_ridge_rounds(n_y, targets, s, d, k, center):
     """Words per round of the ridge sampler and disLR, from the protocol (dense rbf data)."""
     rounds = {"pilot sampling: seeds": {DOWN: s, UP: 0},
               "pilot sampling": {DOWN: s, UP: targets[0] * d}}
-    floor = targets[0] < MIN_PILOT * k  # the pilot is too small to read: P goes down first
+    # the pilot is too small to read: P goes down first
+    floor = sampling.RIDGE_FLOOR and targets[0] < MIN_PILOT * k
     if floor:  # with the kernel (5 words), the chunk size and ridge 0; a residual sum up
         rounds["ridge sampling: pilot residuals"] = {DOWN: s * (targets[0] * d + 7), UP: 2 * s}
     for j in range(1, len(targets)):
@@ -159,7 +160,9 @@ def _expected_ridge_rounds(n_y, targets, s, d, k, center):
 
 @pytest.mark.parametrize("center", [False, True])
 @pytest.mark.parametrize("n_landmarks", [60, 13])
-def test_ridge_ledger_counts_every_word(digits, center, n_landmarks):
+@pytest.mark.parametrize("floor", [False, True])
+def test_ridge_ledger_counts_every_word(digits, center, n_landmarks, floor, monkeypatch):
+    monkeypatch.setattr(sampling, "RIDGE_FLOOR", floor)
     X, s, k = digits, 4, 5
     model, cluster, _ = _fit(X, RBF, seed=1, center=center, n_landmarks=n_landmarks)
     targets = ridge_schedule(RBF, k, n_landmarks)
@@ -177,7 +180,8 @@ def test_ridge_ledger_counts_every_word(digits, center, n_landmarks):
     share = defensive_share(RBF, targets[0], k)
     shares = sum(defensive_split(b - a, share)[1] > 0 for a, b in zip(targets[:-1], targets[1:],
                                                                   strict=True))
-    floor = 3 if targets[0] < MIN_PILOT * k else 0  # the pilot residuals' ridge and reply
+    # the pilot residuals' ridge and reply
+    floor = 3 if sampling.RIDGE_FLOOR and targets[0] < MIN_PILOT * k else 0
     extra = s * (6 + 4 * (len(targets) - 1) + shares + floor)
     assert cluster.ledger.total_words("fit") == uniform.ledger.total_words("fit") + extra
     assert model.info["n_leverage"] == targets[0]
@@ -185,11 +189,13 @@ def test_ridge_ledger_counts_every_word(digits, center, n_landmarks):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_small_pilot_ridge_counts_the_energy_outside_its_span(digits, seed):
+def test_small_pilot_ridge_counts_the_energy_outside_its_span(digits, seed, monkeypatch):
     """A pilot under MIN_PILOT k points: mu = the pilot's tail / k + m E / (n k), with E the
     rows' total squared distance to span(phi(P)), computed here from all the data."""
+    monkeypatch.setattr(sampling, "RIDGE_FLOOR", True)
     X, k, m = digits, 5, 5  # |Y| = 13: a pilot of max(k, ceil(13 / 4)) = 5 points
-    model, _, _ = _fit(X, RBF, seed=seed, n_landmarks=13)
+    model, cluster, _ = _fit(X, RBF, seed=seed, n_landmarks=13)
+    assert "ridge sampling: pilot residuals" in cluster.ledger.words_by_round("fit")
     P = model.landmarks[:m]
     K_xp, K_pp = RBF(X, P), RBF(P, P)
     outside = float(np.sum(1.0 - np.einsum("ij,ij->i", K_xp @ np.linalg.pinv(K_pp), K_xp)))
@@ -208,7 +214,8 @@ def test_no_defensive_share_with_polynomial_kernels_or_ridge_zero():
 
 
 def test_ridge_floor_off_keeps_the_pilots_ridge(digits, monkeypatch):
-    """RIDGE_FLOOR = False: the pilot's own tail, 0 from k points, and no extra round."""
+    """RIDGE_FLOOR = False (the default): the pilot's own tail, 0 from k points, and no
+    extra round."""
     monkeypatch.setattr(sampling, "RIDGE_FLOOR", False)
     model, cluster, _ = _fit(digits, RBF, seed=0, n_landmarks=13)
     assert model.info["ridge"] == 0.0
