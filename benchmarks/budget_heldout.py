@@ -525,7 +525,8 @@ def summary(fits: dict) -> str:
         f"{HELD_OUT}x ({_misses(defaults, IN_SAMPLE)} of {IN_SAMPLE}x); ledgers over B: "
         f"{sum(c['over'] for c in defaults.values())}.",
     ]
-    for floor, small, read in itertools.product((False, True), (0.0, 0.25, 0.5), (0.0, 0.25)):
+    for floor, small, read in itertools.product((False, True), (0.0, 0.25, 0.5),
+                                                (0.0, 0.25, 0.5)):
         results = table.results({**DEFAULTS, "RIDGE_FLOOR": floor, "DEFENSIVE_SHARE": small,
                                  "READ_PILOT_SHARE": read})
         lines.append(f"- The library's pilot rule with RIDGE_FLOOR = {floor}, DEFENSIVE_SHARE "
@@ -587,13 +588,25 @@ def share_lines(fits: dict, best: dict, cells: dict, shares) -> list[str]:
         read = n_pilot >= pilot.MIN_PILOT * K
         for share in shares:
             against[read, share].append(means[share] / u)
+            floored = [(fits.get((*cell, seed, share, "RF")) or {}).get("excess")
+                       for seed in seeds]
+            if not read and None not in floored:
+                against["floor", share].append(float(np.mean(floored)) / u)
         lines.append(f"| {cell[0]} | {KERNEL_LABELS[cell[1]]} | {cell[2]:,} | {n_pilot:.0f} | "
                      + " | ".join(f"{means[s]:.3g}" for s in shares) + f" | {u:.3g} | {b:.3g} | "
                      + " | ".join(f"{means[s] / u:.2f}" for s in shares) + " |")
     lines.append("")
-    for read in (False, True):
+    for read in (False, True, "floor"):
         for share in shares:
             ru = np.array(against[read, share])
+            if read == "floor":
+                if ru.size:
+                    lines.append(
+                        f"- Pilots too small to read, with the ridge floor, share {share:g}: "
+                        f"{np.nanmin(ru):.2f}-{np.nanmax(ru):.2f}x (median "
+                        f"{np.nanmedian(ru):.2f}x, above 1.1x in {int(np.sum(ru > 1.1))} of "
+                        f"{ru.size} cells).")
+                continue
             if ru.size:
                 lines.append(
                     f"- Pilots {'read' if read else 'too small to read'}, share {share:g}: "
