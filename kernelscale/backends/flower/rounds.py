@@ -82,12 +82,23 @@ class FlowerRounds(Cluster):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ nodes
+    def find_nodes(self, timeout: float = 180.0) -> None:
+        """Find again which SuperNode holds which partition, waiting up to ``timeout`` s.
+
+        A SuperNode started again after it stopped or was killed gets a new node id
+        from the SuperLink, so the rounds of this cluster no longer reach it; call
+        this before the next fit. It waits until a node holds every partition (the
+        new node may still be connecting), or raises when ``timeout`` runs out.
+        """
+        self._find_nodes(time.monotonic() + float(timeout))
+
     def _find_nodes(self, deadline: float) -> None:
         """Wait for ``n_workers`` SuperNodes, then map partition ids to node ids (hello).
 
         A node killed recently is still listed until its heartbeat is overdue, so
-        the hello ends as soon as ``n_workers`` nodes answered, and goes also to the
-        nodes that join while it waits (a node started again).
+        the hello ends as soon as ``n_workers`` nodes replied (Flower's error for a
+        dead node is no reply), and goes also to the nodes that join while it waits
+        (a node started again), until the deadline.
         """
         while True:
             nodes = sorted(self._list_nodes())
