@@ -174,13 +174,13 @@ def test_secure_sum_hides_every_client_and_gives_the_sum(cluster):
         assert np.all(np.abs(weight - cluster.secure_levels) > 4)
 
 
-# The tests below stop SuperNode 2 mid-fit and start it again afterwards (the `killable`
-# fixture), then map the partitions to the nodes again on the module's cluster
-# (FlowerCluster.find_nodes waits, with a deadline, until the restarted node, which has a
-# new node id, answers), so that every test finds the federation as the first one did.
-# The estimator tests fit on a FlowerCluster of their own (an estimator closes the cluster
-# it fitted on); the others on the module's cluster, with the options of the test set on it
-# (`lost`, `secure_rounds`: read at every round) and restored afterwards.
+# The tests below stop SuperNode 2 mid-fit; the `killable` fixture starts it again when
+# the test ends. The estimator tests fit on a FlowerCluster of their own (an estimator
+# closes the cluster it fitted on: opening it also waits for the restarted node); the
+# others on the module's cluster, with the options of the test set on it (`lost`,
+# `secure_rounds`: read at every round) and restored afterwards, once the cluster has
+# found the restarted node, which has a new node id (FlowerCluster.find_nodes waits for
+# its answer, with a deadline).
 
 AFTER_KILL_TIMEOUT = 3.0  # the one round that notices a SIGKILL waits this for it
 KILLED = 2
@@ -211,8 +211,8 @@ class _StopAt:
 
 
 class _Killable:
-    def __init__(self, federation, cluster):
-        self.federation, self.module_cluster = federation, cluster
+    def __init__(self, federation, cluster, found: dict):
+        self.federation, self.module_cluster, self.found = federation, cluster, found
         self.opened, self.listeners, self.saved = [], [], {}
 
     def open(self, **options) -> FlowerCluster:
@@ -222,8 +222,16 @@ class _Killable:
         return cluster
 
     def module(self, **options) -> FlowerCluster:
-        """The module's cluster (a fresh ledger) with ``options`` until the test ends."""
-        cluster = _fresh(self.module_cluster)
+        """The module's cluster (a fresh ledger), knowing the node KILLED that runs now,
+        with ``options`` until the test ends."""
+        cluster = self.module_cluster
+        node = self.federation.nodes[KILLED]
+        if self.found["process"] is not node:  # started again since the cluster looked
+            old = cluster.node_ids[KILLED]
+            cluster.find_nodes(timeout=TIMEOUT)
+            assert cluster.node_ids[KILLED] != old
+            self.found["process"] = node
+        cluster = _fresh(cluster)
         for name, value in options.items():
             self.saved.setdefault(name, getattr(cluster, name))
             setattr(cluster, name, value)
@@ -244,17 +252,20 @@ class _Killable:
             setattr(cluster, name, value)
         cluster.timeout, cluster.data_key = TIMEOUT, "partition-path"
         if self.federation.nodes[KILLED].poll() is not None:
-            old = cluster.node_ids[KILLED]
             self.federation.restart_node(KILLED)
-            cluster.find_nodes(timeout=TIMEOUT)  # the restarted node, as soon as it answers
-            assert cluster.node_ids[KILLED] != old
+
+
+@pytest.fixture(scope="module")
+def found(federation):
+    """The node process KILLED that the module's cluster last found."""
+    return {"process": federation.nodes[KILLED]}
 
 
 @pytest.fixture
-def killable(federation, cluster):
-    """A :class:`_Killable`: SuperNode KILLED runs again, and the module's cluster knows it
-    and has its options back, when the test ends."""
-    killable = _Killable(federation, cluster)
+def killable(federation, cluster, found):
+    """A :class:`_Killable`: SuperNode KILLED runs again, and the module's cluster has its
+    options back, when the test ends."""
+    killable = _Killable(federation, cluster, found)
     try:
         yield killable
     finally:
