@@ -83,12 +83,18 @@ class FlowerRounds(Cluster):
 
     # ------------------------------------------------------------------ nodes
     def find_nodes(self, timeout: float = 180.0) -> None:
-        """Find again which SuperNode holds which partition, waiting up to ``timeout`` s.
+        """Find again which SuperNode holds which partition (``node_ids``).
 
         A SuperNode started again after it stopped or was killed gets a new node id
         from the SuperLink, so the rounds of this cluster no longer reach it; call
-        this before the next fit. It waits until a node holds every partition (the
-        new node may still be connecting), or raises when ``timeout`` runs out.
+        this before the next fit.
+
+        Parameters
+        ----------
+        timeout : float, default=180
+            Seconds to wait until a node holds every partition (a node started
+            again may still be connecting); then ``TimeoutError`` (too few nodes)
+            or ``ValueError`` naming the partitions that no node holds.
         """
         self._find_nodes(time.monotonic() + float(timeout))
 
