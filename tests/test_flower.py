@@ -174,13 +174,13 @@ def test_secure_sum_hides_every_client_and_gives_the_sum(cluster):
         assert np.all(np.abs(weight - cluster.secure_levels) > 4)
 
 
-# The tests below stop SuperNode 2 mid-fit; the `killable` fixture starts it again when
-# the test ends. The estimator tests fit on a FlowerCluster of their own (an estimator
-# closes the cluster it fitted on: opening it also waits for the restarted node); the
-# others on the module's cluster, with the options of the test set on it (`lost`,
-# `secure_rounds`: read at every round) and restored afterwards, once the cluster has
-# found the restarted node, which has a new node id (FlowerCluster.find_nodes waits for
-# its answer, with a deadline).
+# The tests below stop SuperNode 2 mid-fit; it starts again once the fit has noticed (or
+# when the test ends: the `killable` fixture). The estimator tests fit on a FlowerCluster
+# of their own (an estimator closes the cluster it fitted on; opening one also waits for
+# the restarted node); the others on the module's cluster, with the options of the test
+# set on it (`lost`, `secure_rounds`: read at every round) and restored afterwards, once
+# the cluster has found the restarted node, which has a new node id
+# (FlowerCluster.find_nodes waits for its answer, with a deadline).
 
 AFTER_KILL_TIMEOUT = 3.0  # the one round that notices a SIGKILL waits this for it
 KILLED = 2
@@ -190,7 +190,7 @@ class _StopAt:
     """A listener on ``cluster``'s rounds that stops SuperNode KILLED after the ``nth``
     round ``round_name``. A SIGKILLed node sends no goodbye: the next round notices it at
     its timeout, AFTER_KILL_TIMEOUT (rounds take well under a second); the rounds after
-    that one have the cluster's own timeout again."""
+    that one have the cluster's own timeout again, and the node is started again."""
 
     def __init__(self, federation, cluster, round_name: str, nth: int = 1,
                  sig=signal.SIGKILL):
@@ -203,6 +203,9 @@ class _StopAt:
             return
         if self.timeout is not None:  # the round that noticed the stop has ended
             self.cluster.timeout, self.active = self.timeout, False
+            # Start the node again now: it boots while this fit goes on without it (it has
+            # a new node id, which this fit does not know), so the next test need not wait.
+            self.federation.restart_node(KILLED)
         elif round == self.round_name:
             self.seen += 1
             if self.seen == self.nth:
@@ -304,12 +307,40 @@ def _check_fit_without_node_two(fk):
                                                                           + ROWS[KILLED + 1:])))
 
 
+def _fit_until_node_two_is_lost(killable, secure: bool):
+    """lost="error": FK k-means until the round after SuperNode KILLED was killed."""
+    cluster = killable.module(lost="error", secure_rounds="all" if secure else None)
+    killable.stop_at(cluster, "dspgd: lanczos step")
+    node = cluster.node_ids[KILLED]
+    match = (rf"worker {KILLED} failed in round 'dspgd: lanczos step': "
+             + (rf"the secure sum failed: node {node} was lost at SecAgg\+ stage"
+                if secure else rf"node {node} lost: (no reply within|.*Node Unavailable)"))
+    with pytest.raises(WorkerError, match=match):
+        fk_kmeans(cluster, 2, gamma=GAMMA, random_state=3, **FK)
+
+
+# The kill tests alternate between the module's cluster and a cluster of their own, so
+# that the node started again after a test that ends with the kill (lost="error") boots
+# while the next test opens its cluster.
+
+def test_a_node_killed_mid_fit_gives_one_worker_error_naming_it(killable):
+    """lost="error": SIGKILL (no goodbye) mid-fit surfaces at the round's timeout as one
+    WorkerError naming the killed worker and its node."""
+    _fit_until_node_two_is_lost(killable, secure=False)
+
+
 def test_a_node_killed_mid_fit_is_dropped_and_the_fit_completes(killable):
     """lost="drop": SIGKILL during DSPGD; the estimator finishes on the two others."""
     cluster = killable.open(lost="drop")
     fk = _fit_without_node_two(killable, cluster, "dspgd: lanczos step")
     _check_fit_without_node_two(fk)
     assert fk.communication_.total_words(kind="raw_points") == 0
+
+
+def test_a_node_killed_mid_secure_sums_gives_one_worker_error_naming_it(killable):
+    """lost="error" with every sum through SecAgg+: the same, the node lost at a SecAgg+
+    stage."""
+    _fit_until_node_two_is_lost(killable, secure=True)
 
 
 def test_a_node_killed_mid_fit_with_secure_sums_is_dropped(killable):
@@ -321,20 +352,6 @@ def test_a_node_killed_mid_fit_with_secure_sums_is_dropped(killable):
     _check_fit_without_node_two(fk)
     kinds = fk.communication_.words_by_kind(direction="worker->master")
     assert "secure_sum" in kinds
-
-
-@pytest.mark.parametrize("secure", [False, True], ids=["clear", "secure"])
-def test_a_node_killed_mid_fit_gives_one_worker_error_naming_it(killable, secure):
-    """lost="error": SIGKILL (no goodbye) mid-fit surfaces at the round's timeout as one
-    WorkerError naming the killed worker and its node, also inside SecAgg+."""
-    cluster = killable.module(lost="error", secure_rounds="all" if secure else None)
-    killable.stop_at(cluster, "dspgd: lanczos step")
-    node = cluster.node_ids[KILLED]
-    match = (rf"worker {KILLED} failed in round 'dspgd: lanczos step': "
-             + (rf"the secure sum failed: node {node} was lost at SecAgg\+ stage"
-                if secure else rf"node {node} lost: (no reply within|.*Node Unavailable)"))
-    with pytest.raises(WorkerError, match=match):
-        fk_kmeans(cluster, 2, gamma=GAMMA, random_state=3, **FK)
 
 
 def test_a_node_that_leaves_mid_diskpca_is_dropped_and_the_fit_completes(killable):
