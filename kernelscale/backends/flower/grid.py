@@ -61,7 +61,7 @@ def grid_round(grid, request: dict, contents: list, emit: Callable) -> None:
         if not mid:
             emit({"event": "lost", "index": i, "reason": "the SuperLink refused the message"})
     need = int(request.get("need") or len(messages))
-    answered = 0  # replies, not Flower's errors: a dead node's error answers nothing
+    answered = 0  # a node that is lost (Flower's error for a dead node) answers nothing
     deadline = time.monotonic() + timeout
     next_check = time.monotonic() + NODE_CHECK_SECONDS
 
@@ -76,6 +76,7 @@ def grid_round(grid, request: dict, contents: list, emit: Callable) -> None:
             if reply.has_error():
                 code, reason = int(reply.error.code), str(reply.error.reason)
                 event = "lost" if code in LOST_CODES else "error"
+                answered += event == "error"
                 emit({"event": event, "index": i, "reason": reason})
             else:
                 answered += 1

@@ -102,8 +102,8 @@ class FlowerRounds(Cluster):
         """Wait for ``n_workers`` SuperNodes, then map partition ids to node ids (hello).
 
         A node killed recently is still listed until its heartbeat is overdue, so
-        the hello ends as soon as ``n_workers`` nodes replied (Flower's error for a
-        dead node is no reply), and goes also to the nodes that join while it waits
+        the hello ends as soon as ``n_workers`` nodes answered (Flower's error for a
+        lost node is no answer), and goes also to the nodes that join while it waits
         (a node started again), until the deadline.
         """
         while True:
@@ -120,6 +120,8 @@ class FlowerRounds(Cluster):
                              joined=nodes)
         by_partition: dict[int, int] = {}
         for index, (event, content) in events.items():
+            if event == "error":  # Flower's error for a node that answered
+                raise RuntimeError(f"SuperNode {nodes[index]} did not say hello: {content}")
             if event == "reply" and "error" in content["kernelscale"]:
                 raise RuntimeError(f"SuperNode {nodes[index]} did not say hello: "
                                    f"{content['kernelscale']['error']}")
