@@ -299,7 +299,11 @@ def test_the_executor_ends_with_a_node_started_without_job_control(federation, r
         alive = _wait_ended(executors, 30)  # a zombie, waiting for init to reap it, has ended
         assert not alive, "the executor ran on after its node was killed"
     finally:  # whatever is left (the executor, on code that lets it run on)
-        left = [*executors, node, *(node.children(recursive=True) if node.is_running() else [])]
+        left = [*executors, node]
+        try:
+            left += node.children(recursive=True)
+        except psutil.NoSuchProcess:  # the node has ended (and its shell reaped it)
+            pass
         for process in left:
             try:
                 process.kill()
