@@ -5,8 +5,8 @@ in-process ``LocalCluster`` with the same ``random_state``: the models agree to
 1e-10 and the ledgers are equal message for message. Each SuperNode reads its
 own partition file (named in its node config); the rows never pass through the
 server. The processes start once for the module and are stopped by the fixture's
-finaliser, whatever happens; the tests that kill a node run last, each on its own
-FlowerCluster, and start the node again. The nodes run through the kernelscale
+finaliser, whatever happens; the tests that kill a node run last, and start the node
+again and wait until the module's cluster has found it. The nodes run through the kernelscale
 launcher (one long-lived ClientApp process each, short waits), so a round costs
 a fraction of a second on a quiet machine; the data and the protocol settings
 are small all the same.
@@ -174,54 +174,112 @@ def test_secure_sum_hides_every_client_and_gives_the_sum(cluster):
         assert np.all(np.abs(weight - cluster.secure_levels) > 4)
 
 
-# The tests below stop a SuperNode (node 2) mid-fit, each on its own FlowerCluster with a
-# short round timeout (shorter still once the node is killed), and start it again
-# afterwards; they run last (the module's cluster knows the old node ids).
+# The tests below stop SuperNode 2 mid-fit; it starts again once the fit has noticed (or
+# when the test ends: the `killable` fixture). The estimator tests fit on a FlowerCluster
+# of their own (an estimator closes the cluster it fitted on; opening one also waits for
+# the restarted node); the others on the module's cluster, with the options of the test
+# set on it (`lost`, `secure_rounds`: read at every round) and restored afterwards, once
+# the cluster has found the restarted node, which has a new node id
+# (FlowerCluster.find_nodes waits for its answer, with a deadline).
 
-KILL_TIMEOUT = 10.0  # the round timeout until the kill
-AFTER_KILL_TIMEOUT = 5.0  # how long the killed node then holds a round up (rounds take < 1 s)
+AFTER_KILL_TIMEOUT = 3.0  # the one round that notices a SIGKILL waits this for it
 KILLED = 2
 
 
-def _stop_at(federation, cluster, round_name: str, nth: int, sig=signal.SIGKILL):
+class _StopAt:
     """A listener on ``cluster``'s rounds that stops SuperNode KILLED after the ``nth``
-    round ``round_name``, and shortens the round timeout that will notice it."""
-    seen = []
+    round ``round_name``. A SIGKILLed node sends no goodbye: the next round notices it at
+    its timeout, AFTER_KILL_TIMEOUT (rounds take well under a second); the rounds after
+    that one have the cluster's own timeout again, and the node is started again."""
 
-    def listener(round, phase, seconds):
-        if round == round_name:
-            seen.append(round)
-            if len(seen) == nth:
-                federation.stop_node(KILLED, sig)
-                cluster.timeout = AFTER_KILL_TIMEOUT
+    def __init__(self, federation, cluster, round_name: str, nth: int = 1,
+                 sig=signal.SIGKILL):
+        self.federation, self.cluster = federation, cluster
+        self.round_name, self.nth, self.sig = round_name, nth, sig
+        self.seen, self.timeout, self.active = 0, None, True
 
-    return listener
+    def __call__(self, round, phase, seconds):
+        if not self.active:
+            return
+        if self.timeout is not None:  # the round that noticed the stop has ended
+            self.cluster.timeout, self.active = self.timeout, False
+            # Start the node again now: it boots while this fit goes on without it (it has
+            # a new node id, which this fit does not know), so the next test need not wait.
+            self.federation.restart_node(KILLED)
+        elif round == self.round_name:
+            self.seen += 1
+            if self.seen == self.nth:
+                self.federation.stop_node(KILLED, self.sig)
+                self.timeout, self.cluster.timeout = self.cluster.timeout, AFTER_KILL_TIMEOUT
+
+
+class _Killable:
+    def __init__(self, federation, cluster, found: dict):
+        self.federation, self.module_cluster, self.found = federation, cluster, found
+        self.opened, self.listeners, self.saved = [], [], {}
+
+    def open(self, **options) -> FlowerCluster:
+        """A FlowerCluster of its own on the module's federation."""
+        cluster = FlowerCluster(self.federation.address, 3, timeout=TIMEOUT, **options)
+        self.opened.append(cluster)
+        return cluster
+
+    def module(self, **options) -> FlowerCluster:
+        """The module's cluster (a fresh ledger), knowing the node KILLED that runs now,
+        with ``options`` until the test ends."""
+        cluster = self.module_cluster
+        node = self.federation.nodes[KILLED]
+        if self.found["process"] is not node:  # started again since the cluster looked
+            old = cluster.node_ids[KILLED]
+            cluster.find_nodes(timeout=TIMEOUT)
+            assert cluster.node_ids[KILLED] != old
+            self.found["process"] = node
+        cluster = _fresh(cluster)
+        for name, value in options.items():
+            self.saved.setdefault(name, getattr(cluster, name))
+            setattr(cluster, name, value)
+        return cluster
+
+    def stop_at(self, cluster, round_name: str, sig=signal.SIGKILL) -> None:
+        """Stop SuperNode KILLED after the first round ``round_name`` of ``cluster``."""
+        self.listeners.append(_StopAt(self.federation, cluster, round_name, 1, sig))
+        cluster.add_listener(self.listeners[-1])
+
+    def restore(self) -> None:
+        for listener in self.listeners:
+            listener.active = False
+        for cluster in self.opened:
+            cluster.close()
+        cluster = self.module_cluster
+        for name, value in self.saved.items():
+            setattr(cluster, name, value)
+        cluster.timeout, cluster.data_key = TIMEOUT, "partition-path"
+        if self.federation.nodes[KILLED].poll() is not None:
+            self.federation.restart_node(KILLED)
+
+
+@pytest.fixture(scope="module")
+def found(federation):
+    """The node process KILLED that the module's cluster last found."""
+    return {"process": federation.nodes[KILLED]}
 
 
 @pytest.fixture
-def killable(federation):
-    """``open(**options)``: a FlowerCluster on the module's federation; node 2 restarts after."""
-    opened = []
-
-    def open_cluster(**options):
-        cluster = FlowerCluster(federation.address, 3, timeout=KILL_TIMEOUT, **options)
-        opened.append(cluster)
-        return cluster
-
+def killable(federation, cluster, found):
+    """A :class:`_Killable`: SuperNode KILLED runs again, and the module's cluster has its
+    options back, when the test ends."""
+    killable = _Killable(federation, cluster, found)
     try:
-        yield open_cluster
+        yield killable
     finally:
-        for cluster in opened:
-            cluster.close()
-        if federation.nodes[KILLED].poll() is not None:
-            federation.restart_node(KILLED)
+        killable.restore()
 
 
-def _fit_without_node_two(federation, cluster, round_name):
+def _fit_without_node_two(killable, cluster, round_name):
     from kernelscale.federated import FederatedKernelKMeans
     from kernelscale.runtime import LostWorkerWarning
 
-    cluster.add_listener(_stop_at(federation, cluster, round_name, 1))
+    killable.stop_at(cluster, round_name)
     fk = FederatedKernelKMeans(2, gamma=GAMMA, random_state=3, backend="flower",
                                client=cluster, **FK)
     with pytest.warns(LostWorkerWarning, match=rf"worker {KILLED} \(Flower node \d+\) was lost "
@@ -249,32 +307,10 @@ def _check_fit_without_node_two(fk):
                                                                           + ROWS[KILLED + 1:])))
 
 
-def test_a_node_killed_mid_fit_is_dropped_and_the_fit_completes(federation, killable):
-    """lost="drop": SIGKILL during DSPGD; the estimator finishes on the two others."""
-    cluster = killable(lost="drop")
-    fk = _fit_without_node_two(federation, cluster, "dspgd: lanczos step")
-    _check_fit_without_node_two(fk)
-    assert fk.communication_.total_words(kind="raw_points") == 0
-
-
-def test_a_node_killed_mid_fit_with_secure_sums_is_dropped(federation, killable):
-    """lost="drop" with every sum through SecAgg+: the node killed between two secure
-    Lanczos rounds is left out of the next SecAgg+ round (Flower alone fails there with a
-    KeyError in secaggplus_mod on the other nodes) and the fit completes."""
-    cluster = killable(lost="drop", secure_rounds="all", secure_range=SECURE_RANGE)
-    fk = _fit_without_node_two(federation, cluster, "dspgd: lanczos step")
-    _check_fit_without_node_two(fk)
-    kinds = fk.communication_.words_by_kind(direction="worker->master")
-    assert "secure_sum" in kinds
-
-
-@pytest.mark.parametrize("secure", [False, True], ids=["clear", "secure"])
-def test_a_node_killed_mid_fit_gives_one_worker_error_naming_it(federation, killable, secure):
-    """lost="error": SIGKILL (no goodbye) mid-fit surfaces at the round's timeout as one
-    WorkerError naming the killed worker and its node, also inside SecAgg+."""
-    options = dict(secure_rounds="all", secure_range=SECURE_RANGE) if secure else {}
-    cluster = killable(lost="error", **options)
-    cluster.add_listener(_stop_at(federation, cluster, "dspgd: lanczos step", 1))
+def _fit_until_node_two_is_lost(killable, secure: bool):
+    """lost="error": FK k-means until the round after SuperNode KILLED was killed."""
+    cluster = killable.module(lost="error", secure_rounds="all" if secure else None)
+    killable.stop_at(cluster, "dspgd: lanczos step")
     node = cluster.node_ids[KILLED]
     match = (rf"worker {KILLED} failed in round 'dspgd: lanczos step': "
              + (rf"the secure sum failed: node {node} was lost at SecAgg\+ stage"
@@ -283,7 +319,42 @@ def test_a_node_killed_mid_fit_gives_one_worker_error_naming_it(federation, kill
         fk_kmeans(cluster, 2, gamma=GAMMA, random_state=3, **FK)
 
 
-def test_a_node_that_leaves_mid_diskpca_is_dropped_and_the_fit_completes(federation, killable):
+# The kill tests alternate between the module's cluster and a cluster of their own, so
+# that the node started again after a test that ends with the kill (lost="error") boots
+# while the next test opens its cluster.
+
+def test_a_node_killed_mid_fit_gives_one_worker_error_naming_it(killable):
+    """lost="error": SIGKILL (no goodbye) mid-fit surfaces at the round's timeout as one
+    WorkerError naming the killed worker and its node."""
+    _fit_until_node_two_is_lost(killable, secure=False)
+
+
+def test_a_node_killed_mid_fit_is_dropped_and_the_fit_completes(killable):
+    """lost="drop": SIGKILL during DSPGD; the estimator finishes on the two others."""
+    cluster = killable.open(lost="drop")
+    fk = _fit_without_node_two(killable, cluster, "dspgd: lanczos step")
+    _check_fit_without_node_two(fk)
+    assert fk.communication_.total_words(kind="raw_points") == 0
+
+
+def test_a_node_killed_mid_secure_sums_gives_one_worker_error_naming_it(killable):
+    """lost="error" with every sum through SecAgg+: the same, the node lost at a SecAgg+
+    stage."""
+    _fit_until_node_two_is_lost(killable, secure=True)
+
+
+def test_a_node_killed_mid_fit_with_secure_sums_is_dropped(killable):
+    """lost="drop" with every sum through SecAgg+: the node killed between two secure
+    Lanczos rounds is left out of the next SecAgg+ round (Flower alone fails there with a
+    KeyError in secaggplus_mod on the other nodes) and the fit completes."""
+    cluster = killable.open(lost="drop", secure_rounds="all", secure_range=SECURE_RANGE)
+    fk = _fit_without_node_two(killable, cluster, "dspgd: lanczos step")
+    _check_fit_without_node_two(fk)
+    kinds = fk.communication_.words_by_kind(direction="worker->master")
+    assert "secure_sum" in kinds
+
+
+def test_a_node_that_leaves_mid_diskpca_is_dropped_and_the_fit_completes(killable):
     """lost="drop" under disKPCA: node 2 stops (SIGTERM, so no round timeout to wait; a
     SIGKILL ends in the same drop, as the FK tests above show) after the first ridge
     round's residuals. disKPCA finishes on the two others, with the model and the ledger
@@ -296,10 +367,9 @@ def test_a_node_that_leaves_mid_diskpca_is_dropped_and_the_fit_completes(federat
     from kernelscale.horizontal import diskpca
     from kernelscale.runtime import LostWorkerWarning
 
-    cluster = killable(lost="drop")
+    cluster = killable.module(lost="drop")
     node = cluster.node_ids[KILLED]
-    cluster.add_listener(_stop_at(federation, cluster, "ridge sampling 1: residuals", 1,
-                                  signal.SIGTERM))
+    killable.stop_at(cluster, "ridge sampling 1: residuals", signal.SIGTERM)
     kernel = make_kernel("rbf", gamma=0.5)
     local = LosingCluster(ROWS, "ridge sampling 1", victim=KILLED)
     with pytest.warns(LostWorkerWarning):

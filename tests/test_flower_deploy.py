@@ -7,7 +7,9 @@ vertical block of the same 240 digits rows. ``flwr run`` of the app written by
 ``kernelscale flower-app`` (the fitting ServerApp) over the federation's own
 Flower connection fits FK k-means and the vertical one-shot KPCA; the model files
 it writes load to the in-process fits (labels equal; eigenvectors to 1e-10) and
-its ledgers are the in-process ledgers, message for message. A FlowerCluster
+its ledgers are the in-process ledgers, message for message. Those runs (and one
+that the fitting app refuses) are submitted together when the federation starts
+and run beside the next tests, as several users' runs would. A FlowerCluster
 fits over TLS too; a run that cannot work fails at once naming its cause; a node
 whose key is not registered is refused; a SuperNode's executor ends with its
 node however the node was started.
@@ -36,6 +38,7 @@ from kernelscale.backends.flower.certificates import make_node_key  # noqa: E402
 from kernelscale.backends.flower.cli import write_fit_app  # noqa: E402
 from kernelscale.backends.flower.cluster import FlowerCluster  # noqa: E402
 from kernelscale.backends.flower.connection import flwr_command  # noqa: E402
+from kernelscale.backends.flower.local import _wait_ended  # noqa: E402
 from kernelscale.backends.flower.runconfig import ledger_path  # noqa: E402
 from kernelscale.backends.local import LocalCluster  # noqa: E402
 from kernelscale.federated import FederatedKernelKMeans  # noqa: E402
@@ -64,25 +67,69 @@ def _run_config(params: dict) -> str:
     return " ".join(f"{k}={toml(v)}" for k, v in params.items())
 
 
-@pytest.fixture(scope="module")
-def federation(tmp_path_factory):
-    with running_federation(tmp_path_factory.mktemp("flower-secure"), ROWS, BLOCKS, tls=True,
-                            node_auth=True) as federation:
-        yield federation
+RUNS = {  # the `flwr run` fits of the module, submitted together (see `started`)
+    "fk": {"estimator": "FederatedKernelKMeans", **FK, "n-workers": 3},
+    "vertical": {"estimator": "VerticalKernelPCA", **VERTICAL, "n-workers": 3,
+                 "data-key": "block-path"},
+    "refused": {"estimator": "KMeans"},
+}
+
+
+class FlwrRun:
+    """``flwr run APP kernelscale-local --stream --run-config ...``, started at once; the
+    model goes to ``output``; :meth:`log` waits for the command (at most RUN_TIMEOUT)."""
+
+    def __init__(self, federation, app, folder, name: str, params: dict):
+        self.output = folder / f"{name}.npz"
+        self.log_file = folder / f"{name}.log"
+        config = _run_config({**params, "output": str(self.output)})
+        with open(self.log_file, "wb") as log:
+            self.process = subprocess.Popen(
+                [flwr_command(), "run", str(app), federation.connection, "--stream",
+                 "--run-config", config], env=federation.flwr_env(), stdout=log,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def log(self) -> str:
+        try:
+            self.process.wait(RUN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            pytest.fail(f"`flwr run` did not end within {RUN_TIMEOUT} s:\n"
+                        f"{self.log_file.read_text(errors='replace')[-3000:]}")
+        return self.log_file.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    return write_fit_app(tmp_path_factory.mktemp("app") / "fit-app").parent
+def started(tmp_path_factory):
+    """The module's federation, and the `flwr run` fits of RUNS submitted to it together,
+    as several data scientists would: they run while the next tests use the federation
+    (Flower serves runs side by side), and the tests that read their results wait for them."""
+    folder = tmp_path_factory.mktemp("flower-secure")
+    with running_federation(folder, ROWS, BLOCKS, tls=True, node_auth=True) as federation:
+        app = write_fit_app(folder / "app" / "fit-app").parent
+        runs = {}
+        try:
+            for name, params in RUNS.items():
+                runs[name] = FlwrRun(federation, app, folder, name, params)
+            yield federation, runs
+        finally:
+            for run in runs.values():
+                run.stop()
 
 
-def flwr_run(federation, app, params: dict) -> str:
-    """``flwr run APP kernelscale-local --stream --run-config ...``: its output."""
-    done = subprocess.run(
-        [flwr_command(), "run", str(app), federation.connection, "--stream",
-         "--run-config", _run_config(params)],
-        env=federation.flwr_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT)
-    return done.stdout + done.stderr
+@pytest.fixture(scope="module")
+def federation(started):
+    return started[0]
+
+
+@pytest.fixture(scope="module")
+def runs(started):
+    return started[1]
 
 
 def _fit_rows(ledger_csv) -> list[dict]:
@@ -100,53 +147,6 @@ def test_the_secure_federation_starts_with_tls_and_registered_nodes(federation):
         assert "--insecure" not in args and "--auth-supernode-private-key" in args
         assert args[args.index("--root-certificates") + 1] == str(federation.root_certificates)
         assert "--ssl-certfile" in args  # its Runtime API too: the executor speaks TLS
-
-
-def test_flwr_run_fits_fk_kmeans_to_the_in_process_model(federation, app, tmp_path):
-    from kernelscale.model import load_model
-
-    output = tmp_path / "fk.npz"
-    log = flwr_run(federation, app, {"estimator": "FederatedKernelKMeans", **FK,
-                                     "n-workers": 3, "output": str(output)})
-    assert output.is_file(), log
-    local = FederatedKernelKMeans(**_snake(FK), n_workers=3).fit(ROWS)
-    model = load_model(output)
-    assert isinstance(model, FederatedKernelKMeans)
-    np.testing.assert_array_equal(model.labels_, local.labels_)
-    np.testing.assert_array_equal(model.predict(X), local.predict(X))
-    expected = list(csv.DictReader(io.StringIO(local.communication_.copy("fit").to_csv())))
-    assert _fit_rows(ledger_path(output)) == expected
-    assert model.communication_.copy("fit") == local.communication_.copy("fit")
-    # the run's log: progress by round, the ledger's summary, where the model went
-    assert "round 1 'describe partitions'" in log and "'dspgd: lanczos step'" in log
-    assert "by kind:" in log and f"model written to {output}" in log
-
-
-def test_flwr_run_fits_the_vertical_kpca_to_the_in_process_model(federation, app, tmp_path):
-    from kernelscale.model import load_model
-
-    output = tmp_path / "vertical.npz"
-    log = flwr_run(federation, app, {"estimator": "VerticalKernelPCA", **VERTICAL,
-                                     "n-workers": 3, "data-key": "block-path",
-                                     "output": str(output)})
-    assert output.is_file(), log
-    local = VerticalKernelPCA(**_snake(VERTICAL)).fit(BLOCKS)
-    model = load_model(output)
-    np.testing.assert_allclose(model.eigenvalues_, local.eigenvalues_, rtol=TOL, atol=TOL)
-    np.testing.assert_allclose(np.abs(model.eigenvectors_), np.abs(local.eigenvectors_),
-                               atol=TOL)
-    expected = list(csv.DictReader(io.StringIO(local.communication_.copy("fit").to_csv())))
-    assert _fit_rows(ledger_path(output)) == expected
-    assert model.communication_.copy("fit") == local.communication_.copy("fit")
-    assert all(row["kind"] != "raw_points" for row in expected)
-
-
-def test_a_run_config_outside_the_allow_list_fails_at_once_naming_it(federation, app,
-                                                                     tmp_path):
-    output = tmp_path / "never.npz"
-    log = flwr_run(federation, app, {"estimator": "KMeans", "output": str(output)})
-    assert "estimator='KMeans' is not one that runs on Flower" in log
-    assert "round 1" not in log and not output.exists()
 
 
 @pytest.mark.parametrize("config, error, match", [
@@ -226,9 +226,58 @@ def test_a_run_that_cannot_connect_fails_at_once_with_its_cause(federation):
         FlowerCluster(federation.address, 3, connection="kernelscale-local")
 
 
-def test_the_executor_ends_with_a_node_started_without_job_control(federation, tmp_path):
+def test_flwr_run_fits_fk_kmeans_to_the_in_process_model(runs):
+    from kernelscale.model import load_model
+
+    output, log = runs["fk"].output, runs["fk"].log()
+    assert output.is_file(), log
+    local = FederatedKernelKMeans(**_snake(FK), n_workers=3).fit(ROWS)
+    model = load_model(output)
+    assert isinstance(model, FederatedKernelKMeans)
+    np.testing.assert_array_equal(model.labels_, local.labels_)
+    np.testing.assert_array_equal(model.predict(X), local.predict(X))
+    expected = list(csv.DictReader(io.StringIO(local.communication_.copy("fit").to_csv())))
+    assert _fit_rows(ledger_path(output)) == expected
+    assert model.communication_.copy("fit") == local.communication_.copy("fit")
+    # the run's log: progress by round, the ledger's summary, where the model went
+    assert "round 1 'describe partitions'" in log and "'dspgd: lanczos step'" in log
+    assert "by kind:" in log and f"model written to {output}" in log
+
+
+def test_flwr_run_fits_the_vertical_kpca_to_the_in_process_model(runs):
+    from kernelscale.model import load_model
+
+    output, log = runs["vertical"].output, runs["vertical"].log()
+    assert output.is_file(), log
+    local = VerticalKernelPCA(**_snake(VERTICAL)).fit(BLOCKS)
+    model = load_model(output)
+    np.testing.assert_allclose(model.eigenvalues_, local.eigenvalues_, rtol=TOL, atol=TOL)
+    np.testing.assert_allclose(np.abs(model.eigenvectors_), np.abs(local.eigenvectors_),
+                               atol=TOL)
+    expected = list(csv.DictReader(io.StringIO(local.communication_.copy("fit").to_csv())))
+    assert _fit_rows(ledger_path(output)) == expected
+    assert model.communication_.copy("fit") == local.communication_.copy("fit")
+    assert all(row["kind"] != "raw_points" for row in expected)
+
+
+def test_a_run_config_outside_the_allow_list_fails_at_once_naming_it(runs):
+    output, log = runs["refused"].output, runs["refused"].log()
+    assert "estimator='KMeans' is not one that runs on Flower" in log
+    assert "round 1" not in log and not output.exists()
+
+
+def _command_line(process) -> str:
+    try:
+        return " ".join(process.cmdline())
+    except psutil.NoSuchProcess:  # a child that has just ended (a zombie too)
+        return ""
+
+
+def test_the_executor_ends_with_a_node_started_without_job_control(federation, runs, tmp_path):
     """A node started with `&` from a script (SIGINT ignored, as a non-interactive shell
     does) and killed: its long-lived ClientApp process must not run on."""
+    for run in runs.values():  # a fit's hello must not meet this fourth node
+        run.log()
     private, public = make_node_key(tmp_path, "extra")
     federation.register([public])
     args = federation.node_args({"partition-id": 9, "partition-path": str(tmp_path / "x.npy")},
@@ -241,16 +290,20 @@ def test_the_executor_ends_with_a_node_started_without_job_control(federation, t
     executors = []
     try:
         for _ in range(300):  # the launcher starts its executor at once
-            executors = [p for p in node.children() if "executor" in " ".join(p.cmdline())]
+            executors = [p for p in node.children() if "executor" in _command_line(p)]
             if executors:
                 break
             psutil.wait_procs([node], timeout=0.1)
         assert executors, "the launcher started no executor"
         node.send_signal(signal.SIGKILL)
-        gone, alive = psutil.wait_procs(executors, timeout=30)
+        alive = _wait_ended(executors, 30)  # a zombie, waiting for init to reap it, has ended
         assert not alive, "the executor ran on after its node was killed"
     finally:  # whatever is left (the executor, on code that lets it run on)
-        left = [*executors, node, *(node.children(recursive=True) if node.is_running() else [])]
+        left = [*executors, node]
+        try:
+            left += node.children(recursive=True)
+        except psutil.NoSuchProcess:  # the node has ended (and its shell reaped it)
+            pass
         for process in left:
             try:
                 process.kill()

@@ -271,9 +271,11 @@ class FlowerCluster(FlowerRounds):
             self._connection.send_bytes(blob)
         return self._receive()
 
-    def _receive(self) -> dict:
+    def _receive(self, timeout: float | None = None) -> dict:
+        """The relay's next message; ``timeout``: the round's (default: ``self.timeout``)."""
         try:
-            if not self._connection.poll(self.timeout + 120.0):
+            wait = self.timeout if timeout is None else timeout
+            if not self._connection.poll(wait + 120.0):
                 raise TimeoutError("The kernelscale ServerApp stopped answering.")
             reply = json.loads(self._connection.recv_bytes())
         except (EOFError, OSError) as exc:
@@ -305,7 +307,7 @@ class FlowerCluster(FlowerRounds):
             self._connection.send_bytes(to_bytes(content))
         events: dict = {}
         while True:
-            event = self._receive()
+            event = self._receive(timeout)
             kind = event["event"]
             if kind == "done":
                 for index in event["missing"]:

@@ -61,22 +61,27 @@ def grid_round(grid, request: dict, contents: list, emit: Callable) -> None:
         if not mid:
             emit({"event": "lost", "index": i, "reason": "the SuperLink refused the message"})
     need = int(request.get("need") or len(messages))
-    answered = 0
+    answered = 0  # a node that is lost (Flower's error for a dead node) answers nothing
     deadline = time.monotonic() + timeout
     next_check = time.monotonic() + NODE_CHECK_SECONDS
-    while pending and answered < need and time.monotonic() < deadline:
-        for reply in grid.pull_messages(list(pending)):
+
+    def waiting() -> bool:  # with grow, a node may still join after the others answered
+        return bool(pending or first is not None) and answered < need
+
+    while waiting() and time.monotonic() < deadline:
+        for reply in grid.pull_messages(list(pending)) if pending else ():
             i = pending.pop(reply.metadata.reply_to_message_id, None)
             if i is None:
                 continue
-            answered += 1
             if reply.has_error():
                 code, reason = int(reply.error.code), str(reply.error.reason)
                 event = "lost" if code in LOST_CODES else "error"
+                answered += event == "error"
                 emit({"event": event, "index": i, "reason": reason})
             else:
+                answered += 1
                 emit({"event": "reply", "index": i}, reply.content)
-        if pending and time.monotonic() > next_check:
+        if waiting() and time.monotonic() > next_check:
             alive = set(grid.get_node_ids())
             for mid, i in list(pending.items()):
                 if messages[i].metadata.dst_node_id not in alive:
@@ -97,7 +102,7 @@ def grid_round(grid, request: dict, contents: list, emit: Callable) -> None:
                         emit({"event": "lost", "index": len(messages) - 1,
                               "reason": "the SuperLink refused the message"})
             next_check = time.monotonic() + NODE_CHECK_SECONDS
-        if pending and answered < need:
+        if waiting():
             time.sleep(POLL_SECONDS)
     emit({"event": "done", "missing": sorted(pending.values())})
 

@@ -343,13 +343,36 @@ def _end(processes: list) -> None:
             p.terminate()
         except psutil.NoSuchProcess:
             pass
-    _, alive = psutil.wait_procs(processes, timeout=10)
+    alive = _wait_ended(processes, 10.0)
     for p in alive:
         try:
             p.kill()
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(alive, timeout=5)
+    _wait_ended(alive, 5.0)
+
+
+def _wait_ended(processes: list, timeout: float) -> list:
+    """Wait until the psutil ``processes`` have ended; those still running at ``timeout``.
+
+    A zombie has ended: these are the children of a process that was stopped (a killed
+    node's executor), and only the process that adopted them (init) can reap them, when
+    it gets to it (``psutil.wait_procs`` waited for that, 1.5 s here).
+    """
+    import psutil
+
+    def running(p) -> bool:
+        try:
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = [p for p in processes if running(p)]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.02)
 
 
 __all__ = ["LocalFederation", "free_port", "node_config_text"]

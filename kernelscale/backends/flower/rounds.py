@@ -82,12 +82,29 @@ class FlowerRounds(Cluster):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ nodes
+    def find_nodes(self, timeout: float = 180.0) -> None:
+        """Find again which SuperNode holds which partition (``node_ids``).
+
+        A SuperNode started again after it stopped or was killed gets a new node id
+        from the SuperLink, so the rounds of this cluster no longer reach it; call
+        this before the next fit.
+
+        Parameters
+        ----------
+        timeout : float, default=180
+            Seconds to wait until a node holds every partition (a node started
+            again may still be connecting); then ``TimeoutError`` (too few nodes)
+            or ``ValueError`` naming the partitions that no node holds.
+        """
+        self._find_nodes(time.monotonic() + float(timeout))
+
     def _find_nodes(self, deadline: float) -> None:
         """Wait for ``n_workers`` SuperNodes, then map partition ids to node ids (hello).
 
         A node killed recently is still listed until its heartbeat is overdue, so
-        the hello ends as soon as ``n_workers`` nodes answered, and goes also to the
-        nodes that join while it waits (a node started again).
+        the hello ends as soon as ``n_workers`` nodes answered (Flower's error for a
+        lost node is no answer), and goes also to the nodes that join while it waits
+        (a node started again), until the deadline.
         """
         while True:
             nodes = sorted(self._list_nodes())
@@ -103,6 +120,8 @@ class FlowerRounds(Cluster):
                              joined=nodes)
         by_partition: dict[int, int] = {}
         for index, (event, content) in events.items():
+            if event == "error":  # Flower's error for a node that answered
+                raise RuntimeError(f"SuperNode {nodes[index]} did not say hello: {content}")
             if event == "reply" and "error" in content["kernelscale"]:
                 raise RuntimeError(f"SuperNode {nodes[index]} did not say hello: "
                                    f"{content['kernelscale']['error']}")
