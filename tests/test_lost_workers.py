@@ -205,7 +205,7 @@ def test_a_word_budget_pilot_without_a_lost_worker_stays_within_the_budget(gamma
     budget nothing is redrawn, so the pilot points asked of the lost worker are missing;
     measured: 1.0x, and 4x on one seed of gamma=5 at an excess of 0.06)."""
     from kernelscale.horizontal.budget import plan_budget
-    from kernelscale.horizontal.pilot import piloted_fit
+    from kernelscale.horizontal.piloted import piloted_fit
 
     kernel = make_kernel("rbf", gamma=gamma)
     with_loss, without = [], []

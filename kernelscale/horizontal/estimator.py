@@ -45,7 +45,7 @@ from kernelscale.horizontal.forecast import MIN_FIT_ROWS
 from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
 from kernelscale.horizontal.model_state import diskpca_state, restore_diskpca
 from kernelscale.horizontal.params import METHODS, check_parameters
-from kernelscale.horizontal.pilot import piloted_fit
+from kernelscale.horizontal.piloted import piloted_fit
 from kernelscale.horizontal.preimage import apply_preimage, fit_preimage
 from kernelscale.horizontal.sklearn_api import (
     SKLEARN_PARAMETER_CONSTRAINTS,
