@@ -129,23 +129,24 @@ def sampler_fingerprint() -> str:
                                 diskpca.ridge_outside_pilot, sampling.needs_ridge_floor,
                                 sampling.defensive_split, sampling.defensive_share),
                                repr((sampling.DEFENSIVE_SHARE, sampling.READ_PILOT_SHARE,
-                                     sampling.RIDGE_FLOOR)))
+                                     sampling.TRUSTED_PILOT, sampling.RIDGE_FLOOR)))
 
 
 def rule_fingerprint() -> str:
     """A fingerprint of the budget rule and sampler: every function and constant of
-    :mod:`kernelscale.horizontal.pilot`, and the forecast's choice and resizing.
+    :mod:`kernelscale.horizontal.pilot`, the piloted fit, and the forecast's choice and
+    resizing.
 
     A cached budgeted fit is redone when it changes (not when a docstring does).
     """
     import inspect
 
-    from kernelscale.horizontal import budget, pilot
+    from kernelscale.horizontal import budget, pilot, piloted
 
     own = [f for f in vars(pilot).values()
            if inspect.isfunction(f) and f.__module__ == pilot.__name__]
     constants = tuple(value for name, value in vars(pilot).items() if name.isupper())
-    return _source_fingerprint((budget._choose, budget.pilot_sizes, *own),
+    return _source_fingerprint((budget._choose, budget.pilot_sizes, piloted.piloted_fit, *own),
                                repr(constants) + sampler_fingerprint())
 
 

@@ -211,6 +211,8 @@ def test_no_defensive_share_with_polynomial_kernels_or_ridge_zero():
     assert defensive_share(RBF, 5, k, ridge_scale=0.0) == 0.0
     assert defensive_share(RBF, 5, k) == sampling.DEFENSIVE_SHARE  # 5 < MIN_PILOT k
     assert defensive_share(RBF, MIN_PILOT * k, k) == sampling.READ_PILOT_SHARE
+    assert defensive_share(RBF, sampling.TRUSTED_PILOT * k - 1, k) == sampling.READ_PILOT_SHARE
+    assert defensive_share(RBF, sampling.TRUSTED_PILOT * k, k) == 0.0
 
 
 def test_ridge_floor_off_keeps_the_pilots_ridge(digits, monkeypatch):
