@@ -5,7 +5,8 @@ the ridge sampler's (:mod:`kernelscale.horizontal.sampling`: ``RIDGE_FLOOR``,
 whether a pilot too small to read adds the energy outside its span to the
 ridge; ``DEFENSIVE_SHARE`` and ``READ_PILOT_SHARE``, the share of each ridge
 round's landmarks drawn uniformly after a pilot too small to read and after
-one that is read) and the pilot rule's thresholds
+one that is read; ``TRUSTED_PILOT``, the pilot size, in multiples of k, from
+which the rounds draw none) and the pilot rule's thresholds
 (:mod:`kernelscale.horizontal.pilot`: ``FLAT``, ``PEAKED``, ``MIN_PILOT``,
 ``BATCH_RATIO``). Judging them on the sets they were tuned on flatters them;
 here each of the nine sets in turn is left out, the constants are chosen on
@@ -31,7 +32,7 @@ batch, exact; run ``budget.py --part sized`` first) and the ridge sampler
 under the same constants (the forced R or RF, which is the sized ridge fit
 draw for draw).
 
-Choosing, among every combination of the candidates (12,000), on the training
+Choosing, among every combination of the candidates (48,000), on the training
 sets' cells: the constants that meet the most cells (mean budgeted excess <=
 1.1 x the best's, or the best below 1e-6); among those, the nearest to
 :data:`PRIOR` (the constants before this search), then the smallest sum of log
@@ -106,7 +107,7 @@ FOLDER = OUT / "heldout"
 def constants(**values):
     """Set module constants of :mod:`pilot` and :mod:`sampling` for the block."""
     modules = {"DEFENSIVE_SHARE": sampling, "READ_PILOT_SHARE": sampling,
-               "RIDGE_FLOOR": sampling}
+               "TRUSTED_PILOT": sampling, "RIDGE_FLOOR": sampling}
     old = {name: getattr(modules.get(name, pilot), name) for name in values}
     try:
         for name, value in values.items():
@@ -155,8 +156,9 @@ def budgeted_fit(parts, kernel, ref, budget, seed, choice, share) -> dict | None
         # RF: the floor wherever a MIN_PILOT candidate could call the pilot too small
         floor = {"RIDGE_FLOOR": True, "MIN_PILOT": max(CANDIDATES["MIN_PILOT"])} \
             if choice == "RF" else {"RIDGE_FLOOR": False}
-        with constants(DEFENSIVE_SHARE=share, READ_PILOT_SHARE=share, **floor), \
-                forced(choice, seen):
+        # the share at every pilot size: TRUSTED_PILOT is read off these fits
+        with constants(DEFENSIVE_SHARE=share, READ_PILOT_SHARE=share,
+                       TRUSTED_PILOT=math.inf, **floor), forced(choice, seen):
             est.fit(parts)
     except WordBudgetError:
         return None
@@ -416,9 +418,11 @@ class FitTable:
     def share_index(self, theta: dict) -> np.ndarray:
         """Per row, the share its ridge rounds draw under ``theta``: DEFENSIVE_SHARE
         where the pilot is too small to read (fewer than MIN_PILOT k points),
-        READ_PILOT_SHARE where it is read; RBF kernels only."""
+        READ_PILOT_SHARE where it is read, none from TRUSTED_PILOT k points on; RBF
+        kernels only."""
         small = self.pilots < theta["MIN_PILOT"] * K
         share = np.where(small, theta["DEFENSIVE_SHARE"], theta["READ_PILOT_SHARE"])
+        share = np.where(~small & (self.pilots >= theta["TRUSTED_PILOT"] * K), 0.0, share)
         return np.searchsorted(SHARES, np.where(self.rbf, share, 0.0))
 
 
@@ -436,17 +440,21 @@ PILOT_CONSTANTS = ("FLAT", "PEAKED", "MIN_PILOT", "BATCH_RATIO")
 DEFAULTS = {"RIDGE_FLOOR": sampling.RIDGE_FLOOR,
             "DEFENSIVE_SHARE": sampling.DEFENSIVE_SHARE,
             "READ_PILOT_SHARE": sampling.READ_PILOT_SHARE,
+            "TRUSTED_PILOT": sampling.TRUSTED_PILOT,
             **{name: getattr(pilot, name) for name in PILOT_CONSTANTS}}
 #: The constants before this search (the library after issue 20 and the first share of
 #: issue 35): a candidate moves away from them only where it meets more cells.
 PRIOR = {"RIDGE_FLOOR": False, "DEFENSIVE_SHARE": 0.25, "READ_PILOT_SHARE": 0.25,
-         "FLAT": 0.33, "PEAKED": 0.7, "MIN_PILOT": 2, "BATCH_RATIO": 2.0}
+         "TRUSTED_PILOT": math.inf, "FLAT": 0.33, "PEAKED": 0.7, "MIN_PILOT": 2,
+         "BATCH_RATIO": 2.0}
+#: Candidates of TRUSTED_PILOT (x k; inf: a share at every pilot size).
+TRUSTED = (math.inf, 4, 6, 8)
 
 
 def distance(theta: dict) -> float:
     """How far ``theta`` is from :data:`PRIOR` (each constant relative to its prior value; a
     switch or an infinite PEAKED counts 1)."""
-    return sum(abs(theta[k] - PRIOR[k]) / (1 + abs(PRIOR[k]))
+    return sum(0.0 if theta[k] == PRIOR[k] else abs(theta[k] - PRIOR[k]) / (1 + abs(PRIOR[k]))
                if math.isfinite(theta[k]) and math.isfinite(PRIOR[k]) else 1.0
                for k in theta)
 
@@ -454,8 +462,9 @@ def distance(theta: dict) -> float:
 def every_theta() -> list[dict]:
     """Every combination of the candidates: the two shares and the pilot rule's constants."""
     return [{"RIDGE_FLOOR": floor, "DEFENSIVE_SHARE": small, "READ_PILOT_SHARE": read,
-             **dict(zip(PILOT_CONSTANTS, values, strict=True))}
+             "TRUSTED_PILOT": trusted, **dict(zip(PILOT_CONSTANTS, values, strict=True))}
             for floor in (False, True) for small, read in itertools.product(SHARES, SHARES)
+            for trusted in TRUSTED
             for values in itertools.product(*(CANDIDATES[n] for n in PILOT_CONSTANTS))]
 
 
@@ -513,8 +522,10 @@ def summary(fits: dict) -> str:
         + ", ".join(f"{n} in {c} cells" for n, c in sorted(counts.items()))
         + f"; budgets {', '.join(f'{b:,}' for b in sorted({c[2] for c in cells}))}; "
         f"defensive shares {', '.join(f'{s:g}' for s in SHARES)} (RBF kernels); centred; "
-        f"k = {K}. Candidates: " + "; ".join(f"{n} {', '.join(f'{v:g}' for v in vs)}"
-                                            for n, vs in CANDIDATES.items())
+        f"k = {K}. Candidates: RIDGE_FLOOR off, on; DEFENSIVE_SHARE and READ_PILOT_SHARE "
+        f"{', '.join(f'{v:g}' for v in SHARES)}; TRUSTED_PILOT "
+        f"{', '.join(f'{v:g}' for v in TRUSTED)}; "
+        + "; ".join(f"{n} {', '.join(f'{v:g}' for v in vs)}" for n, vs in CANDIDATES.items())
         + f"; {len(search.thetas):,} combinations.", "",
         "## Verdict", "",
         f"- In-sample (constants chosen on every set: {fmt_theta(theta_all)}): "
