@@ -68,7 +68,7 @@ def defensive_share(kernel, n_pilot: int | None = None, n_components: int | None
       a handful of points.
     * A pilot of :data:`TRUSTED_PILOT` k points or more: 0. Its scores are
       trusted; on income with RBF 1.0 x the median distance at 10^6 words
-      (pilots of about 70 points) a share of 0.5 had 1.2x the excess of none.
+      (pilots of about 100 points) a share of 0.5 had 1.24x the excess of none.
     * Otherwise :data:`READ_PILOT_SHARE`.
 
     The shares and the threshold were chosen by leaving one set out of nine
