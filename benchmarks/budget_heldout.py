@@ -209,8 +209,9 @@ def run(args) -> None:
                         more = []
                         if which.startswith("rbf") and row["n_pilot"] < smallest_read:
                             more.append(("RF", share))
-                        if row["phi"] >= lowest_peaked and row["spread"] <= pilot.MAX_SPREAD:
-                            more.append(("R0", share))
+                        if (share == 0 and row["phi"] >= lowest_peaked
+                                and row["spread"] <= pilot.MAX_SPREAD):
+                            more.append(("R0", share))  # ridge 0 draws no uniform share
                         if row["phi"] < highest_flat and row["spread"] <= pilot.MAX_SPREAD:
                             owner = pilots.setdefault(row["n_pilot"], share)
                             more += [("U", owner), ("B", owner)]
@@ -328,8 +329,7 @@ class FitTable:
         self.rbf = np.array(self.rbf)
         self.sized_rows = np.array([r[2] for r in rows])
         self.sized = self.cell_mean(self.sized_rows)
-        has_ridge = np.array([r is not None for r in self.rule_rows])
-        self.ridge = self.cell_mean(np.where(has_ridge[:, None], self.excess[:, 0, :], np.nan))
+        self.has_ridge = np.array([r is not None for r in self.rule_rows])  # a pilot was drawn
         self._choices: dict = {}
 
     @staticmethod
@@ -392,8 +392,7 @@ class FitTable:
         mine_rows = self.excess[rows, picks, mine_shares]
         mine = self.cell_mean(mine_rows)
         over = np.bincount(self.cell_of, self.over[rows, picks, mine_shares], len(self.cells))
-        ridge_rows = np.where(np.isnan(self.ridge_rows()), np.nan,
-                              self.excess[rows, ridge, shares])
+        ridge_rows = np.where(self.has_ridge, self.excess[rows, ridge, shares], np.nan)
         ridge = self.cell_mean(ridge_rows)
         methods = ("diskpca (ridge)", *SIZED)
         candidates = np.column_stack([ridge, self.sized])
@@ -410,10 +409,6 @@ class FitTable:
                          "method": methods[top], "over": int(over[index]),
                          "seeds": int(diff.size), "noise": bool(np.mean(diff) <= spread)}
         return out
-
-    def ridge_rows(self) -> np.ndarray:
-        """Per row, 0 where the ridge sampler ran (a pilot was drawn), NaN where not."""
-        return np.array([0.0 if r else np.nan for r in self.rule_rows])
 
     def share_index(self, theta: dict) -> np.ndarray:
         """Per row, the share its ridge rounds draw under ``theta``: DEFENSIVE_SHARE
@@ -508,7 +503,8 @@ def summary(fits: dict) -> str:
         if done >= set(shares_of(w)):
             seeds[(d, w, b)].add(s)
     cells = {cell: sorted(s) for cell, s in seeds.items()}
-    table = FitTable(fits, sized_best(datasets), cells)
+    best = sized_best(datasets)
+    table = FitTable(fits, best, cells)
     search = Search(table)
     theta_all = search.best(cells)
     in_sample, defaults = table.results(theta_all), table.results(DEFAULTS)
@@ -565,7 +561,7 @@ def summary(fits: dict) -> str:
               "and uniform + batch sized to B; R s / U: the ridge sampler's excess over "
               "uniform + disLR's at equal words; pilot: the pilot's mean size (read from "
               f"{pilot.MIN_PILOT} k = {pilot.MIN_PILOT * K} points on).", ""]
-    lines += share_lines(fits, sized_best(datasets), cells, SHARES)
+    lines += share_lines(fits, best, cells, SHARES)
     lines += ["", "## In-sample, every cell", ""] + _cell_lines(in_sample, IN_SAMPLE)
     lines += ["", "## The library's constants, every cell", ""] + _cell_lines(defaults,
                                                                              IN_SAMPLE)
