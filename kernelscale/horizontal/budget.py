@@ -185,6 +185,13 @@ def plan_budget(max_words: int, n_rows: Sequence[int], n_features: int,
                                   n_components=n_components, **common))
 
 
+def split_sizing(plan: BudgetPlan) -> tuple[list, dict]:
+    """A plan's sizing as :func:`forecast_words`' arguments: the positional
+    (n_rows, n_features, n_components) and the keywords (messages, centring, ...)."""
+    sizing = dict(plan.sizing)
+    return [sizing.pop(key) for key in ("n_rows", "n_features", "n_components")], sizing
+
+
 def pilot_sizes(plan: BudgetPlan, n_pilot: int) -> dict:
     """The uniform methods' largest forecasts within the budget after a pilot of ``n_pilot``.
 
@@ -193,8 +200,7 @@ def pilot_sizes(plan: BudgetPlan, n_pilot: int) -> dict:
     than in one draw. Returns ``{method: Forecast or None}`` for
     'uniform_dislr' and 'uniform_batch'.
     """
-    sizing = dict(plan.sizing)
-    args = [sizing.pop(key) for key in ("n_rows", "n_features", "n_components")]
+    args, sizing = split_sizing(plan)
     out = {}
     for method in ("uniform_dislr", "uniform_batch"):
         best = largest_within(method, plan.max_words, *args, **sizing, n_pilot=n_pilot)

@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 
 from kernelscale.horizontal.baselines import batch_kpca, broadcast_landmark_model
-from kernelscale.horizontal.budget import pilot_sizes
+from kernelscale.horizontal.budget import pilot_sizes, split_sizing
 from kernelscale.horizontal.diskpca import check_kernel_input, diskpca, ridge_schedule
 from kernelscale.horizontal.dislr import dislr
 from kernelscale.horizontal.forecast import forecast_words
@@ -75,8 +75,7 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
                         chunk_size=chunk_size, random_state=rng, redraw=redraw,
                         pilot=(P, received, info), ridge_scale=ridge_scale)
         if ridge_scale == 0:  # no uniform share: the forecast of the rounds that ran
-            sizing = dict(plan.sizing)
-            args = [sizing.pop(key) for key in ("n_rows", "n_features", "n_components")]
+            args, sizing = split_sizing(plan)
             plan = replace(plan, forecast=forecast_words("diskpca", *args, n_y, **sizing,
                                                          ridge_scale=0.0))
         return model, replace(plan, reason=reason, pilot=pilot)
