@@ -565,6 +565,11 @@ def summary(fits: dict) -> str:
         lines += [f"**{left}** (chosen without it: {fmt_theta(theta)}): "
                   f"{_met(results, HELD_OUT)} of {len(results)} cells within {HELD_OUT}x.", ""]
         lines += _cell_lines(results, HELD_OUT) + [""]
+    lines += ["## Each chosen constant against its prior value", "",
+              "The in-sample choice against the same constants with one of them at its "
+              "value before this search (PRIOR): the cells where the budgeted fit differs, "
+              "and its mean excess with the chosen value over that with the prior one.", ""]
+    lines += against_prior(table, theta_all) + [""]
     lines += ["## The ridge sampler at each share against uniform sampling", "",
               "Mean excess over the cell's seeds of the ridge sampler (the forced R fit, "
               "sized to B like the others) at each defensive share, and of uniform + disLR "
@@ -576,6 +581,30 @@ def summary(fits: dict) -> str:
     lines += ["", "## The library's constants, every cell", ""] + _cell_lines(defaults,
                                                                              IN_SAMPLE)
     return "\n".join(lines) + "\n"
+
+
+def against_prior(table: FitTable, theta: dict) -> list[str]:
+    """Per constant of ``theta`` that differs from :data:`PRIOR`: where setting it back to
+    the prior changes the budgeted fit, and by how much."""
+    chosen, lines = table.results(theta), []
+    for name, value in theta.items():
+        if value == PRIOR[name]:
+            continue
+        prior = table.results({**theta, name: PRIOR[name]})
+        changed = sorted((cell, chosen[cell]["budget"] / prior[cell]["budget"])
+                         for cell in chosen.keys() & prior.keys()
+                         if not np.isclose(chosen[cell]["budget"], prior[cell]["budget"]))
+        if not changed:
+            lines.append(f"- {name} = {value:g} (prior {PRIOR[name]:g}): no cell changes.")
+            continue
+        ratios = np.array([r for _, r in changed])
+        where = "; ".join(f"{d} {KERNEL_LABELS[w]} {b:,} {r:.2f}x"
+                          for (d, w, b), r in sorted(changed, key=lambda c: (
+                              DATASETS.index(c[0][0]), c[0][1], c[0][2])))
+        lines.append(f"- {name} = {value:g} (prior {PRIOR[name]:g}): {len(changed)} cells "
+                     f"change, {ratios.min():.2f}-{ratios.max():.2f}x (median "
+                     f"{np.median(ratios):.2f}x, lower in {int(np.sum(ratios < 1))}): {where}.")
+    return lines
 
 
 def _met(results: dict, tolerance: float) -> int:
