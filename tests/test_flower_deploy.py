@@ -12,7 +12,7 @@ that the fitting app refuses) are submitted together when the federation starts
 and run beside the next tests, as several users' runs would. A FlowerCluster
 fits over TLS too; a run that cannot work fails at once naming its cause; a node
 whose key is not registered is refused; a SuperNode's executor ends with its
-node however the node was started.
+node however the node was started, and serves on after a task that failed.
 """
 
 from __future__ import annotations
@@ -335,3 +335,41 @@ def test_flower_app_command_writes_a_runnable_app(tmp_path):
     assert 'estimator = "VerticalKernelPCA"' in text and 'n-clusters = ""' in text
     assert main(["flower-app", str(tmp_path / "a")]) == 2  # no silent overwrite
     assert main(["flower-app", str(tmp_path / "b"), "--estimator", "KMeans"]) == 2
+
+
+class _Stop(BaseException):
+    """Ends the executor's loop in the test (its own errors are Exceptions)."""
+
+
+def test_the_executor_serves_on_after_a_task_fails(monkeypatch, capsys):
+    """A task whose reply cannot be pushed (Flower's ObjectPushError, for one) costs that
+    round, not the node: the executor reports it and takes the next task."""
+    from kernelscale.backends.flower import executor
+
+    tokens, ran = iter(["first", "second", "third"]), []
+
+    class Task:
+        def __init__(self, token):
+            self.token = token
+
+        def HasField(self, name):
+            return name == "task"
+
+    class RuntimeAPI:
+        def AcquireTask(self, request):
+            token = next(tokens, None)
+            if token is None:
+                raise _Stop
+            return Task(token)
+
+    def run_task(address, token, client_app, fab_cache, **tls):
+        ran.append(token)
+        if token == "first":
+            raise RuntimeError("ObjectPushError: object not pre-registered")
+
+    monkeypatch.setattr(executor, "_runtime_client", lambda address, **tls: RuntimeAPI())
+    monkeypatch.setattr(executor, "run_task", run_task)
+    with pytest.raises(_Stop):
+        executor.serve("127.0.0.1:9094")
+    assert ran == ["first", "second", "third"]
+    assert "ObjectPushError" in capsys.readouterr().err

@@ -197,7 +197,10 @@ def serve(address: str, poll_seconds: float = POLL_SECONDS, parent_pid: int | No
             time.sleep(max(poll_seconds, 0.2))
             continue
         if task.HasField("task") and task.token:
-            run_task(address, task.token, client_app, fab_cache, **tls)
+            try:
+                run_task(address, task.token, client_app, fab_cache, **tls)
+            except Exception:  # a reply that could not be pushed: that round times out
+                traceback.print_exc()  # on the master, naming this node; serve the next
         else:
             time.sleep(poll_seconds)
 
