@@ -1,23 +1,36 @@
 """What the word-budget benchmarks share (``kernelscale.bench.settings``, ``budget_grid``,
-``pilot_variants``, ``constant_search``)."""
+``pilot_variants``, ``constant_search``), and the house rule that benchmark scripts
+never import each other (what they share lives in ``kernelscale.bench``)."""
 
 from __future__ import annotations
 
+import ast
 import doctest
 import math
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from kernelscale.bench import budget_grid, constant_search, pilot_variants, settings
+from kernelscale.bench import (
+    budget_grid,
+    constant_search,
+    pilot_variants,
+    settings,
+    streaming_sweep,
+    vertical_blocks,
+)
 from kernelscale.bench.budget_grid import Cache, largest_within
 from kernelscale.bench.constant_search import PRIOR, distance, every_theta
 from kernelscale.bench.settings import load_standardized, make_setting_kernel, references
 from kernelscale.datasets import load_spam
 
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
-@pytest.mark.parametrize("module", [settings, budget_grid, pilot_variants, constant_search])
+
+@pytest.mark.parametrize("module", [settings, budget_grid, pilot_variants, constant_search,
+                                    streaming_sweep, vertical_blocks])
 def test_module_examples(module):
     assert doctest.testmod(module).failed == 0
 
@@ -85,3 +98,21 @@ def test_references_against_the_full_spectrum_and_their_cache(tmp_path, which):
     assert references("toy", which, X, kernel, tmp_path) == refs  # read back from the cache
     Y = X * 2.0  # other data: computed again, not read from the stale files
     assert references("toy", which, Y, kernel, tmp_path) != refs
+
+
+def _imported_modules(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_benchmark_scripts_import_no_sibling_script():
+    scripts = sorted(BENCHMARKS.glob("*.py"))
+    names = {path.stem for path in scripts}
+    for path in scripts:
+        assert not _imported_modules(path) & names, path.name
+        assert "sys.path.insert" not in path.read_text(), path.name
