@@ -24,7 +24,9 @@ Every fit's result is cached on disk, one JSON line per (data, kernel,
 centring, B, seed, method) in ``results/budget/cache/``; a budgeted fit's key
 also holds a fingerprint of the rule's source, so changing the rule re-runs
 only the budgeted fits. Seeds run one after the other over the whole grid, so
-a run cut short leaves whole seeds.
+a run cut short leaves whole seeds. The grid's constants, fits and cache are
+:mod:`kernelscale.bench.budget_grid`; the data, kernels and references
+:mod:`kernelscale.bench.settings`.
 
     python benchmarks/budget.py --seeds 5                 # the grid (hours on a quiet 2-core box)
     python benchmarks/budget.py --seeds 2 --part sized    # only the methods sized to B
@@ -46,8 +48,6 @@ does not fire and the rule reads the flatness of a pilot of k points:
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import sys
 import time
 from collections import defaultdict
@@ -55,177 +55,39 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from sampler import (  # noqa: E402 (the sampler benchmark's data, kernels and references)
+from kernelscale.bench import write_rows
+from kernelscale.bench.budget_grid import (
+    AT_OPTIMUM,
+    BUDGETS,
+    DATASETS,
+    KERNELS,
+    METHODS,
+    TOLERANCE,
+    UNCENTRED,
+    UNIT_DATASETS,
+    Cache,
+    K,
+    method_tag,
+    one_fit,
+    rule_fingerprint,
+    sampler_fingerprint,
+    settings,
+)
+from kernelscale.bench.scripts import verdict
+from kernelscale.bench.settings import (
     KERNEL_LABELS,
+    UNIT,
+    load_set,
     make_setting_kernel,
+    n_workers,
     references,
 )
-from sampler import load_dataset as load_uci  # noqa: E402
-
-from kernelscale import DistributedKernelPCA  # noqa: E402
-from kernelscale.backends.local import LocalCluster  # noqa: E402
-from kernelscale.bench import write_rows  # noqa: E402
-from kernelscale.bench.scripts import verdict  # noqa: E402
-from kernelscale.horizontal import distributed_error  # noqa: E402
-from kernelscale.horizontal.budget import WordBudgetError  # noqa: E402
-from kernelscale.partition import make_partition, split  # noqa: E402
+from kernelscale.partition import make_partition, split
 
 OUT = Path(__file__).parent / "results" / "budget"
 REFS = Path(__file__).parent / "results" / "sampler" / "refs"
-DATASETS = ("digits", "letter", "satellite", "spam", "insurance", "musk", "income", "shuttle",
-            "dna")
-#: read through kernelscale.datasets.load_dataset
-BUNDLED = ("insurance", "musk", "income", "shuttle", "dna")
-UNCENTRED = ("digits", "satellite")
-UNIT = "-unit"  # a set's rows scaled to unit norm: NAME-unit
-UNIT_DATASETS = tuple(f"{name}{UNIT}" for name in DATASETS)
-KERNELS = ("rbf0.2", "rbf1.0", "poly", "arccos")
-BUDGETS = (10_000, 30_000, 100_000, 300_000, 1_000_000)
-K = 10
-TOLERANCE = 1.1
-AT_OPTIMUM = 1e-6
-# (label, estimator options) of every method sized to the budget
-METHODS = {"diskpca (ridge)": {"method": "diskpca"},
-           "diskpca (paper)": {"method": "diskpca", "sampler": "paper"},
-           "uniform + disLR": {"method": "uniform_dislr"},
-           "uniform + batch": {"method": "uniform_batch"},
-           "exact": {"method": "exact"}}
-LABELS = {"diskpca": "diskpca (ridge)", "uniform_dislr": "uniform + disLR",
-          "uniform_batch": "uniform + batch", "exact": "exact"}
 COLUMNS = ("dataset", "kernel", "centred", "budget", "seed", "method", "chosen",
            "n_landmarks", "fit_words", "seconds", "error", "excess", "reason")
-
-
-def _source_fingerprint(functions, extra: str = "") -> str:
-    """A hash of the functions' code (their docstrings and comments left out) and ``extra``."""
-    import ast
-    import inspect
-    import textwrap
-
-    parts = [extra]
-    for function in functions:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-        body = tree.body[0].body
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-            tree.body[0].body = body[1:]
-        parts.append(ast.unparse(tree))
-    return hashlib.sha256("".join(parts).encode()).hexdigest()[:12]
-
-
-def sampler_fingerprint() -> str:
-    """A fingerprint of the ridge sampler (its schedule, ridge and rounds).
-
-    A cached fit that runs it (the sized 'diskpca (ridge)' and every budgeted
-    fit) is redone when it changes.
-    """
-    from importlib import import_module
-
-    diskpca = import_module("kernelscale.horizontal.diskpca")
-    sampling = import_module("kernelscale.horizontal.sampling")
-    return _source_fingerprint((diskpca.ridge_schedule, diskpca.default_pilot_size,
-                                diskpca.pilot_ridge, diskpca.ridge_sample,
-                                diskpca.ridge_outside_pilot, sampling.needs_ridge_floor,
-                                sampling.defensive_split, sampling.defensive_share),
-                               repr((sampling.DEFENSIVE_SHARE, sampling.READ_PILOT_SHARE,
-                                     sampling.TRUSTED_PILOT, sampling.RIDGE_FLOOR)))
-
-
-def rule_fingerprint() -> str:
-    """A fingerprint of the budget rule and sampler: every function and constant of
-    :mod:`kernelscale.horizontal.pilot`, the piloted fit, and the forecast's choice and
-    resizing.
-
-    A cached budgeted fit is redone when it changes (not when a docstring does).
-    """
-    import inspect
-
-    from kernelscale.horizontal import budget, pilot, piloted
-
-    own = [f for f in vars(pilot).values()
-           if inspect.isfunction(f) and f.__module__ == pilot.__name__]
-    constants = tuple(value for name, value in vars(pilot).items() if name.isupper())
-    return _source_fingerprint((budget._choose, budget.pilot_sizes, piloted.piloted_fit, *own),
-                               repr(constants) + sampler_fingerprint())
-
-
-def method_tag(name: str, rule: str, sampler: str) -> str:
-    """The cache tag of a fit: the rule's fingerprint, the sampler's, or none."""
-    return {"budget": rule, "diskpca (ridge)": sampler}.get(name, "")
-
-
-def load_data(dataset: str) -> np.ndarray:
-    if dataset.endswith(UNIT):
-        X = load_data(dataset.removesuffix(UNIT))
-        return X / np.linalg.norm(X, axis=1, keepdims=True)
-    if dataset in BUNDLED:
-        from kernelscale.datasets import load_dataset
-
-        return load_dataset(dataset, standardize=True)[0]
-    return load_uci(dataset, None)
-
-
-def n_workers(dataset: str) -> int:
-    return 5 if dataset.removesuffix(UNIT) in ("digits", "musk") else 10
-
-
-def kernel_options(kernel) -> dict:
-    """The estimator's kernel parameters for a :class:`Kernel` of the sampler benchmark."""
-    if kernel.name == "arccos":
-        return {"kernel": "arccos", "degree": kernel.order}
-    return {"kernel": kernel.name, "gamma": kernel.gamma, "degree": kernel.degree,
-            "coef0": kernel.coef0}
-
-
-class Cache:
-    """One JSON line per fit, one file per (data, kernel, centring)."""
-
-    def __init__(self, folder: Path):
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
-
-    def _path(self, dataset, which, centred) -> Path:
-        return self.folder / f"{dataset}_{which}_{'centred' if centred else 'uncentred'}.jsonl"
-
-    def load(self, dataset, which, centred) -> dict:
-        path = self._path(dataset, which, centred)
-        if not path.exists():
-            return {}
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        return {(r["budget"], r["seed"], r["method"], r.get("rule", "")): r for r in rows}
-
-    def add(self, row: dict) -> None:
-        with open(self._path(row["dataset"], row["kernel"], row["centred"]), "a") as handle:
-            handle.write(json.dumps(row) + "\n")
-
-
-def one_fit(parts, kernel, ref, budget, seed, center, options) -> dict | None:
-    est = DistributedKernelPCA(K, max_words=budget, random_state=seed, center=center,
-                               **kernel_options(kernel), **options)
-    start = time.perf_counter()
-    try:
-        est.fit(parts)
-    except WordBudgetError:
-        return None
-    seconds = time.perf_counter() - start
-    err = distributed_error(LocalCluster(parts), est.model_,
-                            ref["center_norm_sq"] if center else None)["error"]
-    plan = est.budget_plan_
-    return {"chosen": LABELS.get(est.method_, est.method_),
-            "n_landmarks": int(est.model_.landmarks.shape[0])
-            if hasattr(est.model_, "landmarks") else 0,
-            "fit_words": est.communication_.total_words("fit"), "seconds": round(seconds, 3),
-            "error": err, "excess": (err - ref["opt"]) / (ref["trace"] - ref["opt"]),
-            "reason": plan.reason}
-
-
-def settings(datasets, kernels):
-    for dataset in datasets:
-        for which in kernels:
-            for centred in (True, False):
-                if centred or dataset in UNCENTRED:
-                    yield dataset, which, centred
 
 
 def run(args, cache: Cache) -> None:
@@ -235,7 +97,7 @@ def run(args, cache: Cache) -> None:
     for seed in args.seeds:
         for dataset, which, centred in settings(args.datasets, args.kernels):
             if dataset not in data:
-                data[dataset] = load_data(dataset)
+                data[dataset] = load_set(dataset)
             X = data[dataset]
             if (dataset, which) not in kernels:
                 kernels[dataset, which] = make_setting_kernel(X, which)

@@ -22,28 +22,30 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from budget import OUT, REFS, Cache, load_data, n_workers  # noqa: E402
-from sampler import KERNEL_LABELS, make_setting_kernel, references  # noqa: E402
-
-from kernelscale.backends.local import LocalCluster  # noqa: E402
-from kernelscale.bench import write_rows  # noqa: E402
-from kernelscale.horizontal import distributed_error  # noqa: E402
-from kernelscale.horizontal.hybrid import (  # noqa: E402
+from kernelscale.bench import write_rows
+from kernelscale.bench.budget_grid import Cache, largest_within, measured_fit
+from kernelscale.bench.settings import (
+    KERNEL_LABELS,
+    load_set,
+    make_setting_kernel,
+    n_workers,
+    references,
+)
+from kernelscale.horizontal.hybrid import (
     batch_refine,
     forecast_batch_refine,
     forecast_ridge_batch,
     ridge_batch,
 )
-from kernelscale.partition import make_partition, split  # noqa: E402
+from kernelscale.partition import make_partition, split
 
+OUT = Path(__file__).parent / "results" / "budget"
+REFS = Path(__file__).parent / "results" / "sampler" / "refs"
 K = 10
 SETTINGS = (("digits", "rbf0.2"), ("letter", "rbf0.2"), ("satellite", "rbf0.2"),
             ("spam", "rbf0.2"), ("letter", "rbf1.0"), ("spam", "rbf1.0"), ("letter", "poly"),
@@ -54,39 +56,10 @@ HYBRIDS = {"batch + refine": (batch_refine, forecast_batch_refine),
 BASELINES = ("diskpca (ridge)", "diskpca (paper)", "uniform + disLR", "uniform + batch")
 
 
-def largest_within(forecast, budget, n_rows, d, kernel) -> int | None:
-    """The largest |Y| whose forecast is within ``budget`` (None below k)."""
-    def words(size):
-        return forecast(n_rows, d, K, size, kernel=kernel, center=True).words
-
-    low, high = K, sum(n_rows)
-    if words(low) > budget:
-        return None
-    while low < high:
-        middle = (low + high + 1) // 2
-        low, high = (middle, high) if words(middle) <= budget else (low, middle - 1)
-    return low
-
-
-def measured_fit(fit, parts, ref, *args, **options) -> tuple:
-    """``fit(cluster, *args, **options)`` on a fresh in-process cluster of ``parts``,
-    measured against ``ref``.
-
-    Returns (model, fit words, seconds, error, excess (err - opt) / (trace - opt)).
-    """
-    cluster = LocalCluster(parts)
-    start = time.perf_counter()
-    model = fit(cluster, *args, **options)
-    seconds = time.perf_counter() - start
-    err = distributed_error(LocalCluster(parts), model, ref["center_norm_sq"])["error"]
-    return (model, cluster.ledger.total_words("fit"), seconds, err,
-            (err - ref["opt"]) / (ref["trace"] - ref["opt"]))
-
-
 def run(seeds) -> list[dict]:
     rows = []
     for dataset, which in SETTINGS:
-        X = load_data(dataset)
+        X = load_set(dataset)
         kernel = make_setting_kernel(X, which)
         ref = references(dataset, which, X, kernel, REFS)[True]
         for seed in seeds:

@@ -45,15 +45,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from sampler import load_dataset as load_uci  # noqa: E402
-from sampler import make_setting_kernel  # noqa: E402
-
-from kernelscale.datasets import load_dataset  # noqa: E402
-from kernelscale.horizontal.diskpca import pilot_ridge  # noqa: E402
-from kernelscale.horizontal.pilot import flatness  # noqa: E402
-from kernelscale.linalg import ridge_whitening  # noqa: E402
+from kernelscale.bench.settings import load_standardized, make_setting_kernel
+from kernelscale.datasets import load_dataset
+from kernelscale.horizontal.diskpca import pilot_ridge
+from kernelscale.horizontal.pilot import flatness
+from kernelscale.linalg import ridge_whitening
 
 OUT = Path(__file__).parent / "results" / "budget"
 DATASETS = ("spam", "digits", "letter", "satellite", "insurance")
@@ -65,7 +61,7 @@ N_PILOTS = 20
 def load(name: str) -> np.ndarray:
     if name == "insurance":
         return load_dataset("insurance", standardize=True)[0]
-    return load_uci(name, None)
+    return load_standardized(name, None)
 
 
 def centred(K: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:

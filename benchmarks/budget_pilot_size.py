@@ -29,63 +29,27 @@ Writes ``benchmarks/results/budget/pilot_size.{csv,md}``.
 
 from __future__ import annotations
 
-import argparse
-import csv
-import math
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from budget import DATASETS, KERNELS, REFS, load_data, n_workers  # noqa: E402
-from budget_hybrids import largest_within, measured_fit  # noqa: E402
-from sampler import KERNEL_LABELS, make_setting_kernel, references  # noqa: E402
-
-from kernelscale.bench import write_rows  # noqa: E402
-from kernelscale.horizontal.diskpca import diskpca  # noqa: E402
-from kernelscale.horizontal.forecast import forecast_words  # noqa: E402
-from kernelscale.horizontal.pilot import PEAKED, flatness  # noqa: E402
-from kernelscale.partition import make_partition, split  # noqa: E402
+from kernelscale.bench.budget_grid import KERNELS
+from kernelscale.bench.pilot_variants import (
+    PILOTS,
+    QUARTER,
+    RIDGE_SCALE,
+    ZERO,
+    benchmark_main,
+    ridge_fit,
+    sized,
+)
+from kernelscale.bench.settings import KERNEL_LABELS
+from kernelscale.horizontal.pilot import PEAKED
 
 OUT = Path(__file__).parent / "results" / "budget"
-BUDGETS = (30_000, 100_000, 300_000, 1_000_000)
-K = 10
-QUARTER, ZERO = "|Y|/4", "|Y|/4 ridge 0"
-
-
-def quarter(n_y: int) -> int:
-    return max(K, math.ceil(n_y / 4))
-
-
-# each variant's pilot size from |Y|, and its ridge scale (1 unless given)
-PILOTS = {QUARTER: quarter, "k": lambda n_y: K, ZERO: quarter}
-RIDGE_SCALE = {ZERO: 0.0}
-
-
-def sized(pilot: str, budget: int, n_rows, d: int, kernel) -> int | None:
-    """The largest |Y| whose forecast with this pilot (and its rounds) is within B."""
-    def forecast(n_rows, d, k, n_y, **options):
-        return forecast_words("diskpca", n_rows, d, k, n_y, n_leverage=PILOTS[pilot](n_y),
-                              **options)
-
-    return largest_within(forecast, budget, n_rows, d, kernel)
-
-
-def ridge_fit(parts, kernel, ref, n_y: int, n_pilot: int, seed: int,
-              ridge_scale: float) -> dict:
-    """The ridge sampler's fit of |Y| = ``n_y`` from a uniform pilot of ``n_pilot``, measured:
-    |Y|, words, seconds, excess and the pilot's flatness phi."""
-    model, words, seconds, _, excess = measured_fit(
-        diskpca, parts, ref, kernel, K, n_y, n_pilot, center=True, random_state=seed,
-        redraw=False, ridge_scale=ridge_scale)
-    P = model.landmarks[:n_pilot]  # Y holds the pilot first
-    return {"n_landmarks": model.landmarks.shape[0], "n_pilot": n_pilot, "fit_words": words,
-            "seconds": round(seconds, 4), "excess": excess,
-            "phi": round(float(flatness(kernel(P, P), K)), 4)}
+REFS = Path(__file__).parent / "results" / "sampler" / "refs"
 
 
 def cell_fits(parts, kernel, ref, budget: int, seed: int, d: int) -> list[dict]:
@@ -96,27 +60,6 @@ def cell_fits(parts, kernel, ref, budget: int, seed: int, d: int) -> list[dict]:
         if n_y is not None:
             rows.append({"pilot": pilot, **ridge_fit(parts, kernel, ref, n_y, PILOTS[pilot](n_y),
                                                      seed, RIDGE_SCALE.get(pilot, 1.0))})
-    return rows
-
-
-def run_grid(args, cell_fits) -> list[dict]:
-    """``cell_fits(parts, kernel, ref, B, seed, d)`` over the grid's data, kernels, seeds
-    (the budget grid's partitions) and budgets, centred."""
-    rows = []
-    for dataset in args.datasets:
-        X = load_data(dataset)
-        for which in args.kernels:
-            kernel = make_setting_kernel(X, which)
-            ref = references(dataset, which, X, kernel, REFS)[True]
-            start = time.perf_counter()
-            for seed in range(args.seeds):
-                parts = split(X, make_partition(X.shape[0], n_workers(dataset),
-                                                random_state=seed))
-                for budget in args.budgets:
-                    rows += [{"dataset": dataset, "kernel": which, "budget": budget,
-                              "seed": seed, **fit}
-                             for fit in cell_fits(parts, kernel, ref, budget, seed, X.shape[1])]
-            print(f"{dataset} {which}: {time.perf_counter() - start:.0f} s", flush=True)
     return rows
 
 
@@ -180,39 +123,9 @@ def summary(rows: list[dict], seeds: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-# the CSV's columns that are numbers (a run's rows read back by --summary-only)
-NUMERIC = {"budget": int, "n_landmarks": int, "n_pilot": int, "fit_words": int,
-           "seconds": float, "excess": float, "phi": float}
-
-
-def benchmark_main(argv, doc: str, kernels, seeds: int, stem: str, cell_fits,
-                   summary) -> int:
-    """A pilot benchmark's command line: ``cell_fits`` over the grid (or, with
-    --summary-only, the rows of ``OUT/stem.csv``), then ``summary(rows, seeds)`` into
-    ``OUT/stem.md``."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=seeds)
-    parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
-    parser.add_argument("--kernels", nargs="+", choices=kernels, default=list(kernels))
-    parser.add_argument("--budgets", nargs="+", type=int, default=list(BUDGETS))
-    parser.add_argument("--summary-only", action="store_true", help=f"{stem}.md from the CSV")
-    args = parser.parse_args(argv)
-    if args.summary_only:
-        with open(OUT / f"{stem}.csv") as handle:
-            rows = [{key: NUMERIC.get(key, str)(value) for key, value in r.items()}
-                    for r in csv.DictReader(handle)]
-        args.seeds = len({r["seed"] for r in rows})
-    else:
-        rows = run_grid(args, cell_fits)
-        OUT.mkdir(parents=True, exist_ok=True)
-        write_rows(OUT / f"{stem}.csv", rows)
-    (OUT / f"{stem}.md").write_text(summary(rows, args.seeds))
-    print((OUT / f"{stem}.md").read_text())
-    return 0
-
-
 def main(argv=None) -> int:
-    return benchmark_main(argv, __doc__, KERNELS, 10, "pilot_size", cell_fits, summary)
+    return benchmark_main(argv, __doc__, KERNELS, 10, "pilot_size", cell_fits, summary, OUT,
+                          REFS)
 
 
 if __name__ == "__main__":

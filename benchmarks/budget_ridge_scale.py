@@ -35,20 +35,13 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+from kernelscale.bench.budget_grid import TOLERANCE, one_fit
+from kernelscale.bench.pilot_variants import QUARTER, benchmark_main, quarter, ridge_fit, sized
+from kernelscale.bench.settings import KERNEL_LABELS
+from kernelscale.horizontal.pilot import FLAT, PEAKED
 
-from budget import TOLERANCE, one_fit  # noqa: E402
-from budget_pilot_size import (  # noqa: E402
-    QUARTER,
-    benchmark_main,
-    quarter,
-    ridge_fit,
-    sized,
-)
-from sampler import KERNEL_LABELS  # noqa: E402
-
-from kernelscale.horizontal.pilot import FLAT, PEAKED  # noqa: E402
-
+OUT = Path(__file__).parent / "results" / "budget"
+REFS = Path(__file__).parent / "results" / "sampler" / "refs"
 KERNELS = ("rbf0.2", "rbf1.0")
 SCALES = (0.0, 1.0, 4.0, 16.0)
 UNIFORM = "uniform + disLR"
@@ -157,7 +150,8 @@ def summary(rows: list[dict], seeds: int) -> str:
 
 
 def main(argv=None) -> int:
-    return benchmark_main(argv, __doc__, KERNELS, 20, "ridge_scale", cell_fits, summary)
+    return benchmark_main(argv, __doc__, KERNELS, 20, "ridge_scale", cell_fits, summary, OUT,
+                          REFS)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ Run: ``python benchmarks/sampler.py`` (about 20 minutes on 2 cores with ``--jobs
 computed once and reused).
 
 Data: scikit-learn's digits (standardised, 5 power-law workers) and the UCI sets
-letter, satellite and spam (``--data-dir``, gzipped CSV with a last ``label``
-column; each feature standardised; 10 power-law workers). Paper 001, section 6.2:
+letter, satellite and spam (gzipped CSV with a last ``label`` column, by default the
+copies bundled with :mod:`kernelscale.datasets`, else from ``--data-dir``; each feature
+standardised; 10 power-law workers). Paper 001, section 6.2:
 k = 10; RBF with sigma = 0.2 and 1.0 x the median distance; polynomial q = 4
 (gamma = 1/d, coef0 = 1); arc-cosine of order 2. Uncentred and centred.
 
@@ -25,12 +26,14 @@ at the same words. A second part (``--no-why`` skips it) measures why the
 paper's sampler loses: the leverage stage's share of the words, an ablation at
 equal |Y| (leverage P vs uniform P, residual vs ridge residual, one vs two
 rounds), and per-point diagnostics of the samples against the exact spectrum.
+
+The data, the kernels and the cached exact references are those of
+:mod:`kernelscale.bench.settings`, shared with the word-budget benchmarks.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import math
 import time
 from collections import defaultdict
@@ -38,14 +41,19 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import scipy.linalg as sla
-import scipy.sparse.linalg as ssla
 from scipy.stats import spearmanr
 
 from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
-from kernelscale.bench.runner import fingerprint
-from kernelscale.datasets import load_digits_standardized
+from kernelscale.bench.settings import (
+    KERNEL_LABELS,
+    full_kernel,
+    load_standardized,
+    make_setting_kernel,
+    n_workers,
+    references,
+    top_eigh,
+)
 from kernelscale.horizontal import distributed_error, uniform_batch, uniform_dislr
 from kernelscale.horizontal.diskpca import (
     default_n_leverage,
@@ -53,104 +61,20 @@ from kernelscale.horizontal.diskpca import (
     ridge_sample,
 )
 from kernelscale.horizontal.dislr import dislr
-from kernelscale.kernels import make_kernel, median_heuristic
 from kernelscale.linalg import as_generator
 from kernelscale.partition import make_partition, split
 from kernelscale.runtime import validate_cluster, worker_seeds
 
 OUT = Path(__file__).parent / "results" / "sampler"
-REPO = Path(__file__).resolve().parents[1]
-DATA_DIRS = [REPO.parent / "shared" / "data", Path("/work/shared/data")]
 K = 10
 DATASETS = ("digits", "spam", "satellite", "letter")
 KERNELS = ("rbf0.2", "rbf1.0", "poly", "arccos")
-KERNEL_LABELS = {"rbf0.2": "RBF 0.2 x median", "rbf1.0": "RBF 1.0 x median",
-                 "poly": "poly q = 4", "arccos": "arc-cos deg 2"}
 DISKPCA_BUDGETS = (50, 100, 200, 400)
 UNIFORM_DISLR_BUDGETS = (50, 100, 200, 400, 450)  # 450: its curve reaches the paper's words
 BATCH_BUDGETS = (50, 100, 200, 400, 800, 1600, 3200)
 MAIN = ("diskpca (ridge)", "diskpca (paper)", "uniform + disLR", "uniform + batch")
 ABLATION = ("uniform P + adaptive", "uniform P + ridge, 1 round")
 TIE = 0.10  # "never clearly worse": within 10% of the baseline, or within 2 standard errors
-
-
-# ----------------------------------------------------------------------------- data
-
-def load_dataset(name: str, data_dir: Path | None) -> np.ndarray:
-    """Digits from scikit-learn; the UCI sets from gzipped CSV, each feature standardised."""
-    if name == "digits":
-        return load_digits_standardized()[0]
-    dirs = [data_dir] if data_dir else DATA_DIRS
-    path = next((d / f"{name}.csv.gz" for d in dirs if (d / f"{name}.csv.gz").exists()), None)
-    if path is None:
-        raise SystemExit(f"{name}.csv.gz not found in {[str(d) for d in dirs]}; "
-                         "pass --data-dir.")
-    with gzip.open(path, "rt") as handle:
-        handle.readline()
-        rows = [line.rstrip("\n").split(",")[:-1] for line in handle if line.strip()]
-    X = np.array(rows, dtype=float)
-    scale = X.std(axis=0)
-    scale[scale == 0] = 1.0
-    return (X - X.mean(axis=0)) / scale
-
-
-def make_setting_kernel(X, which: str):
-    if which.startswith("rbf"):
-        return make_kernel("rbf", sigma=median_heuristic(X, float(which[3:]), random_state=0))
-    if which == "poly":
-        return make_kernel("poly", degree=4, gamma=1.0 / X.shape[1], coef0=1.0)
-    return make_kernel("arccos", order=2)
-
-
-def n_workers(dataset: str) -> int:
-    return 5 if dataset == "digits" else 10
-
-
-def full_kernel(X, kernel, chunk: int = 2000) -> np.ndarray:
-    """The n x n kernel matrix in row blocks (3.2 GB for letter)."""
-    out = np.empty((X.shape[0], X.shape[0]))
-    for start in range(0, X.shape[0], chunk):
-        out[start : start + chunk] = kernel(X[start : start + chunk], X)
-    return out
-
-
-def top_eigh(Kmat, n_top: int, vectors: bool = False):
-    """Top eigenpairs: eigh's subset up to 3,000 rows, Lanczos (eigsh) above."""
-    n = Kmat.shape[0]
-    if n <= 3000:
-        w, V = sla.eigh(Kmat, subset_by_index=[n - n_top, n - 1])
-    else:
-        w, V = ssla.eigsh(Kmat, k=n_top, which="LA", tol=0, ncv=max(2 * n_top + 1, 60),
-                          v0=np.ones(n) / np.sqrt(n))
-    order = np.argsort(w)[::-1]
-    return (w[order], V[:, order]) if vectors else w[order]
-
-
-def references(dataset, which, X, kernel, refs_dir: Path) -> dict:
-    """Exact trace, optimum and ||mu||^2, uncentred and centred; computed once, then cached."""
-    paths = {c: refs_dir / f"{dataset}_{which}_{'centred' if c else 'uncentred'}.npz"
-             for c in (False, True)}
-    fp = fingerprint(X)
-    if all(p.exists() and str(np.load(p)["fingerprint"]) == fp for p in paths.values()):
-        return {c: {k: float(v) for k, v in np.load(p).items() if k != "fingerprint"}
-                for c, p in paths.items()}
-    refs_dir.mkdir(parents=True, exist_ok=True)
-    Kmat = full_kernel(X, kernel)
-    out = {}
-    for center in (False, True):
-        if center:  # in place: K - 1 m^T - m 1^T + mean(m)
-            m = Kmat.mean(axis=0)
-            Kmat -= m[None, :]
-            Kmat -= m[:, None]
-            Kmat += m.mean()
-            norm_sq = float(m.mean())
-        else:
-            norm_sq = float(Kmat.mean())
-        trace = float(np.trace(Kmat))
-        w = top_eigh(Kmat, K)
-        out[center] = {"trace": trace, "opt": trace - float(w.sum()), "center_norm_sq": norm_sq}
-        np.savez(paths[center], fingerprint=fp, **out[center])
-    return out
 
 
 # ----------------------------------------------------------------------------- fits
@@ -190,7 +114,7 @@ def batch_budgets(X, dataset, words_to_cover: float, center: bool) -> list[int]:
 
 def run_setting(task) -> list[dict]:
     dataset, which, seeds, methods, data_dir, refs_dir = task
-    X = load_dataset(dataset, data_dir)
+    X = load_standardized(dataset, data_dir)
     kernel = make_setting_kernel(X, which)
     refs = references(dataset, which, X, kernel, refs_dir)
     rows = []
@@ -247,7 +171,7 @@ def diagnose(task) -> dict:
     isolation: the 10% of points with the smallest kernel degree mean_j k(a, x_j).
     """
     dataset, which, seeds, data_dir = task
-    X = load_dataset(dataset, data_dir)
+    X = load_standardized(dataset, data_dir)
     kernel = make_setting_kernel(X, which)
     Kmat = full_kernel(X, kernel)
     w, U = top_eigh(Kmat, 50, vectors=True)
@@ -551,7 +475,7 @@ def main(argv=None):
     refs_dir = args.out / "refs"
     # Reference first, one setting at a time (letter's kernel matrix is 3.2 GB).
     for ds in datasets:
-        X = load_dataset(ds, args.data_dir)
+        X = load_standardized(ds, args.data_dir)
         for kn in kernels:
             references(ds, kn, X, make_setting_kernel(X, kn), refs_dir)
     tasks = []

@@ -44,75 +44,12 @@ from threadpoolctl import threadpool_limits
 from kernelscale.bench import write_rows
 from kernelscale.bench.plot import log_axis
 from kernelscale.bench.scripts import read_rows
+from kernelscale.bench.streaming_sweep import seconds_per_query, sweep, timed_train
 from kernelscale.datasets import iter_gaussian_mixture, load_digits_standardized, make_random_noisy
-from kernelscale.kernels import make_kernel, median_heuristic
-from kernelscale.metrics import (
-    kernel_frobenius_error,
-    kernel_spectral_error,
-    test_time_per_point,
-    train_time,
-)
-from kernelscale.streaming import RNCA, SKPCA, StreamingNystrom
+from kernelscale.kernels import median_heuristic
+from kernelscale.streaming import SKPCA
 
 OUT = Path(__file__).parent / "results" / "streaming"
-BATCH = 1000
-K_TEST = 10
-
-
-def build(method, d, size, l, gamma, seed):
-    if method == "skpca":
-        return SKPCA(d, size, l, gamma=gamma, seed=seed)
-    if method == "rnca":
-        return RNCA(d, size, gamma=gamma, seed=seed)
-    return StreamingNystrom(d, size, gamma=gamma, seed=seed)
-
-
-def train(method, d, size, l, gamma, seed, X):
-    """Train time (partial_fit in batches of BATCH, then the final decomposition) and model."""
-    timing = train_time(lambda: build(method, d, size, l, gamma, seed), X, BATCH)
-    return timing.seconds, timing.estimator
-
-
-def test_time(model, X_test):
-    """Seconds per point, one point at a time as a test-time query (200 points)."""
-    k = min(K_TEST, model.eigen()[1].shape[1])
-    return test_time_per_point(model, X_test, max_points=200,
-                               transform_kwargs={"n_components": k})
-
-
-def configs(sizes, ls):
-    for size in sizes:
-        yield "rnca", size, None
-        yield "nystrom", size, None
-        for l in ls:
-            if l < size:
-                yield "skpca", size, l
-
-
-def sweep(name, X_train, X_test, sizes, ls, n_eval, seed=0):
-    """Error, space and times against the sample size (Figures 1-3 of 004)."""
-    sigma = median_heuristic(X_train, scale=1.0, random_state=seed)
-    gamma = 1.0 / (2 * sigma**2)
-    kernel = make_kernel("rbf", gamma=gamma)
-    X_eval = X_train[np.random.default_rng(seed).choice(len(X_train), n_eval, replace=False)]
-    rows = []
-    for method, size, l in configs(sizes, ls):
-        train_s, model = train(method, X_train.shape[1], size, l, gamma, seed, X_train)
-        Y = model.features(X_eval)
-        rows.append({
-            "dataset": name, "method": method, "sample_size": size, "sketch_size": l or "",
-            "label": f"SKPCA l={l}" if l else method.upper().replace("NYSTROM", "Nystrom"),
-            "space_words": model.space_words, "train_s": train_s,
-            "test_s_per_point": test_time(model, X_test),
-            "spectral_error": kernel_spectral_error(X_eval, kernel, Y),
-            "frobenius_error": kernel_frobenius_error(X_eval, kernel, Y),
-            "n_train": len(X_train), "d": X_train.shape[1], "gamma": gamma,
-        })
-        print(f"  {name} {rows[-1]['label']:>12} m={size:5d} train {train_s:7.2f}s "
-              f"spec {rows[-1]['spectral_error']:.4f}", flush=True)
-    return rows
-
-
 def scaling(ns, sizes, seed=0):
     """Train time against n (d = 28 mixture), SKPCA l in {10, 20}, RNCA, Nystrom."""
     rows = []
@@ -121,9 +58,9 @@ def scaling(ns, sizes, seed=0):
             X = np.concatenate(list(iter_gaussian_mixture(n, 28, random_state=seed)))
             gamma = 1.0 / (2 * median_heuristic(X, scale=1.0, random_state=seed) ** 2)
             for method, l in [("skpca", 10), ("skpca", 20), ("rnca", None), ("nystrom", None)]:
-                t, model = train(method, 28, size, l, gamma, seed, X)
+                t, model = timed_train(method, 28, size, l, gamma, seed, X)
                 rows.append({"method": method, "sketch_size": l or "", "sample_size": size,
-                             "n": n, "train_s": t, "test_s_per_point": test_time(model, X)})
+                             "n": n, "train_s": t, "test_s_per_point": seconds_per_query(model, X)})
                 print(f"  scaling m={size} n={n} {method} l={l}: {t:.2f}s", flush=True)
     return rows
 

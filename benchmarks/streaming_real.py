@@ -12,13 +12,14 @@ and Forest. The paper's protocol: per seed a random test set of 1000 points is
 held out, the rest is streamed in mini-batches of 1000; RBF kernel with sigma =
 the median pairwise distance of the training points; SKPCA with l in {2, 5, 10,
 20, 30, 50}, RNCA and Nystrom at sample sizes m = c in {50, 100, 200, 500, 1000,
-2000}. Measured as in ``benchmarks/streaming.py`` (whose ``sweep`` this script
-runs): kernel spectral error ``||G - G'||_2 / n`` and Frobenius error
-``||G - G'||_F / n^2`` over 2000 random training points, space in words
-(m d + m l, m^2 + m d, c^2 + c d), train time (the whole stream plus the final
-decomposition) and test time per held-out point (one point at a time, 200
-points). 5 seeds (the split, the random features, the samples); the summary
-compares the methods at equal space and states where the paper's claims hold.
+2000}. Measured as in ``benchmarks/streaming.py`` (both run
+:func:`kernelscale.bench.streaming_sweep.sweep`): kernel spectral error
+``||G - G'||_2 / n`` and Frobenius error ``||G - G'||_F / n^2`` over 2000 random training
+points, space in words (m d + m l, m^2 + m d, c^2 + c d), train time (the whole
+stream plus the final decomposition) and test time per held-out point (one point at
+a time, 200 points). 5 seeds (the split, the random features, the samples); the
+summary compares the methods at equal space and states where the paper's claims
+hold.
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ import math
 from pathlib import Path
 
 import numpy as np
-from streaming import sweep
 from threadpoolctl import threadpool_limits
 
 from kernelscale.bench import write_rows
 from kernelscale.bench.equal_words import best_within, budget_grid, fmt, mean_std, summarize
 from kernelscale.bench.scripts import read_rows, script_arguments, verdict
+from kernelscale.bench.streaming_sweep import sweep
 from kernelscale.datasets import load_dataset
 
 OUT = Path(__file__).parent / "results" / "streaming_real"

@@ -27,29 +27,19 @@ import time
 from pathlib import Path
 
 import numpy as np
-import scipy.linalg as sla
 from threadpoolctl import threadpool_limits
 
 from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
 from kernelscale.bench.scripts import read_rows
+from kernelscale.bench.vertical_blocks import parties, top_vectors
 from kernelscale.datasets import load_digits_standardized, make_low_rank_linear
 from kernelscale.kernels import make_kernel
 from kernelscale.metrics.subspace import projector_error, sin_theta_distance
-from kernelscale.partition import feature_block_partition
 from kernelscale.vertical import centre_kernel, one_shot_kpca
 from kernelscale.vertical.dpca import dpca
 
 OUT = Path(__file__).parent / "results" / "vertical"
-
-
-def parties(X, J):
-    return [np.ascontiguousarray(X[:, c]) for c in feature_block_partition(X.shape[1], J)]
-
-
-def top_vectors(K, k):
-    n = K.shape[0]
-    return sla.eigh(K, subset_by_index=[n - k, n - 1])[1][:, ::-1]
 
 
 def figure2(quick, seeds):

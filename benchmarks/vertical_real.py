@@ -43,12 +43,12 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 from threadpoolctl import threadpool_limits
-from vertical import parties, top_vectors
 
 from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
 from kernelscale.bench.equal_words import fmt, mean_std, summarize, words_to_reach
 from kernelscale.bench.scripts import read_rows, script_arguments, verdict
+from kernelscale.bench.vertical_blocks import parties, top_vectors
 from kernelscale.datasets import load_dataset
 from kernelscale.kernels import make_kernel
 from kernelscale.linalg import top_eigh

@@ -16,7 +16,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 @pytest.fixture
 def script(monkeypatch):
-    """Import a script of benchmarks/ as a module (they import their neighbours by name)."""
+    """Import a script of benchmarks/ as a module, by its name."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     return importlib.import_module
 
