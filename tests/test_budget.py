@@ -140,6 +140,27 @@ def test_the_papers_sampler_sends_no_more_points_than_forecast_when_it_draws_cop
     assert copies  # P held copies at least once: the case above happened
 
 
+@pytest.mark.parametrize("budget", [20_000, 60_000])
+def test_the_ridge_sampler_sends_no_more_points_than_forecast_when_its_pilot_draws_copies(
+        budget):
+    # Five workers with the same 80 rows: the uniform pilot holds copies, which are dropped.
+    # The ridge rounds must not make up for them with points the forecast did not count
+    # (spam with RBF 0.2 x median at 10^4 words, seed 37, sent one point more than
+    # forecast and 41 words over B).
+    copies = 0
+    for seed in range(3):
+        parts = [np.random.default_rng(seed).normal(size=(80, D))] * 5
+        est = fit(parts, seed, max_words=budget, method="diskpca")
+        plan, rounds = est.budget_plan_, est.communication_.words_by_round("fit")
+        sampled = [r for r in rounds if r == "pilot sampling"
+                   or (r.startswith("ridge sampling") and not r.endswith("residuals"))]
+        sent = sum(rounds[r][UP] for r in sampled) // D
+        assert sent == plan.n_landmarks  # copies included: no round drew more
+        assert est.communication_.total_words("fit") <= plan.forecast.words <= budget
+        copies += est.model_.landmarks.shape[0] < plan.n_landmarks
+    assert copies  # the pilot held copies at least once: the case above happened
+
+
 def test_a_budget_that_buys_everything_gives_the_exact_optimum():
     from sklearn.datasets import load_digits
 

@@ -514,8 +514,11 @@ def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: l
                                      round=f"ridge sampling {j}: residuals",
                                      reply_kind="scalars")
         share = defensive_share(kernel, P.shape[0], n_components, ridge_scale)
-        by_residual, by_uniform = defensive_split(target - Y.shape[0], share)
-        new_points, filled, got = draw_by_residuals(cluster, Y, target - by_uniform, sums,
+        # without redraw, copies of drawn points leave Y short, and no round makes up for
+        # them: each draws its planned points only, which the forecast counted
+        n_new = target - (Y.shape[0] if redraw else targets[j - 1])
+        by_residual, by_uniform = defensive_split(n_new, share)
+        new_points, filled, got = draw_by_residuals(cluster, Y, Y.shape[0] + by_residual, sums,
                                                     np.asarray(n_rows) - received, rng,
                                                     f"ridge sampling {j}", redraw)
         if by_uniform:  # the round's defensive share, uniform over the rows not sampled
