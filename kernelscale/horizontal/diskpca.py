@@ -489,6 +489,9 @@ def ridge_sample(cluster: Cluster, kernel: Kernel, n_components: int, targets: l
 
     ``pilot``: ``(P, rows drawn from each worker)`` when the pilot was drawn
     already (a word budget's, :mod:`kernelscale.horizontal.pilot`).
+    ``redraw=False`` (a word budget): copies of drawn points (rows held by
+    several workers) leave Y short, and no round makes up for them; each
+    draws the points the schedule planned for it, which the forecast counted.
     ``record``: a list that gets, per ridge round, the landmarks before it,
     its ridge, the workers' total residual and the points drawn (for the
     sampling probabilities of :func:`kernelscale.horizontal.hybrid.ridge_batch`).
