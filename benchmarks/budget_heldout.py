@@ -104,7 +104,7 @@ from kernelscale.bench.settings import (
     n_workers,
     references,
 )
-from kernelscale.horizontal import distributed_error, pilot
+from kernelscale.horizontal import distributed_error, pilot, piloted
 from kernelscale.horizontal.budget import WordBudgetError
 from kernelscale.partition import make_partition, split
 
@@ -120,7 +120,7 @@ def forced(choice: str, seen: dict):
     choice: 'R' (ridge sampler, the pilot's ridge), 'RF' (the same with the ridge floor of
     a pilot too small to read), 'R0' (ridge 0), 'U', 'B'.
     """
-    real = pilot.choose_after_pilot
+    real = pilot.choose_after_pilot  # piloted_fit calls it by the name it imported
 
     def rule(phi, sizes, spread=1.0, n_pilot=None, n_components=None, n_samples=None):
         seen.update(phi=phi, sizes=dict(sizes), spread=spread, n_pilot=n_pilot,
@@ -131,11 +131,11 @@ def forced(choice: str, seen: dict):
             raise _OutOfReach
         return pilot.PilotChoice(method, f"forced: {choice}", 0.0 if choice == "R0" else 1.0)
 
-    pilot.choose_after_pilot = rule
+    pilot.choose_after_pilot = piloted.choose_after_pilot = rule
     try:
         yield
     finally:
-        pilot.choose_after_pilot = real
+        pilot.choose_after_pilot = piloted.choose_after_pilot = real
 
 
 class _OutOfReach(Exception):
@@ -159,6 +159,9 @@ def budgeted_fit(parts, kernel, ref, budget, seed, choice, share) -> dict | None
         return None
     except _OutOfReach:
         return {"choice": choice, "out_of_reach": True, **seen}
+    if est.budget_plan_.pilot is not None and not seen:
+        raise RuntimeError("the fit read its pilot with the library's rule, not the forced "
+                           "one: forced() no longer patches the name piloted_fit calls")
     err = distributed_error(LocalCluster(parts), est.model_, ref["center_norm_sq"])["error"]
     words = est.communication_.total_words("fit")
     return {"choice": choice if seen else "forecast:" + est.method_, **seen,
