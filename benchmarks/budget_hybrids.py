@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from kernelscale.bench import write_rows
-from kernelscale.bench.budget_grid import Cache, largest_within, measured_fit
+from kernelscale.bench.budget_grid import Cache, largest_landmarks_within, measured_fit
 from kernelscale.bench.settings import (
     KERNEL_LABELS,
     load_set,
@@ -67,7 +67,7 @@ def run(seeds) -> list[dict]:
             n_rows = [p.shape[0] for p in parts]
             for budget in BUDGETS:
                 for name, (fit, forecast) in HYBRIDS.items():
-                    size = largest_within(forecast, budget, n_rows, X.shape[1], kernel)
+                    size = largest_landmarks_within(forecast, budget, n_rows, X.shape[1], kernel)
                     if size is None:
                         continue
                     model, words, seconds, err, excess = measured_fit(

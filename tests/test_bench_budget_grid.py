@@ -21,7 +21,7 @@ from kernelscale.bench import (
     streaming_sweep,
     vertical_blocks,
 )
-from kernelscale.bench.budget_grid import Cache, largest_within
+from kernelscale.bench.budget_grid import Cache, largest_landmarks_within
 from kernelscale.bench.constant_search import PRIOR, distance, every_theta
 from kernelscale.bench.settings import load_standardized, make_setting_kernel, references
 from kernelscale.datasets import load_spam
@@ -61,7 +61,7 @@ def test_largest_within_is_the_largest_size_within_the_budget():
     for budget in (0, 400, 5_000, 123_456, 10**7):
         brute = [n for n in range(budget_grid.K, sum(n_rows) + 1)
                  if forecast(n_rows, d, budget_grid.K, n).words <= budget]
-        assert largest_within(forecast, budget, n_rows, d, None) == (max(brute) if brute
+        assert largest_landmarks_within(forecast, budget, n_rows, d, None) == (max(brute) if brute
                                                                       else None)
 
 

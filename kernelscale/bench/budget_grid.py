@@ -40,7 +40,7 @@ __all__ = [
     "UNCENTRED",
     "UNIT_DATASETS",
     "Cache",
-    "largest_within",
+    "largest_landmarks_within",
     "measured_fit",
     "method_tag",
     "one_fit",
@@ -200,7 +200,7 @@ def one_fit(parts: list, kernel: Kernel, ref: dict, budget: int, seed: int, cent
             "reason": plan.reason}
 
 
-def largest_within(forecast: Callable, budget: int, n_rows: Sequence[int], d: int,
+def largest_landmarks_within(forecast: Callable, budget: int, n_rows: Sequence[int], d: int,
                    kernel: Kernel) -> int | None:
     """The largest |Y| whose forecast is within ``budget`` (None below k).
 

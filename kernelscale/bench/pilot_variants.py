@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kernelscale.bench.budget_grid import DATASETS, K, largest_within, measured_fit
+from kernelscale.bench.budget_grid import DATASETS, K, largest_landmarks_within, measured_fit
 from kernelscale.bench.runner import write_rows
 from kernelscale.bench.settings import load_set, make_setting_kernel, n_workers, references
 from kernelscale.horizontal.diskpca import diskpca
@@ -66,7 +66,7 @@ def sized(pilot: str, budget: int, n_rows: Sequence[int], d: int, kernel: Kernel
         return forecast_words("diskpca", n_rows, d, k, n_y, n_leverage=PILOTS[pilot](n_y),
                               **options)
 
-    return largest_within(forecast, budget, n_rows, d, kernel)
+    return largest_landmarks_within(forecast, budget, n_rows, d, kernel)
 
 
 def ridge_fit(parts: list, kernel: Kernel, ref: dict, n_y: int, n_pilot: int, seed: int,
