@@ -54,7 +54,7 @@ measured on digits, letter, satellite, spam and insurance
   (median 0.92, lower in 6 of 7 cells). Over nine sets
   (``benchmarks/budget_heldout.py``), the budgeted fit with PEAKED 0.6 had
   0.77-1.08x the excess it had with 0.7 in the 9 cells where some pilot
-  read 0.6 <= phi < 0.7 (median 0.97; 10^5 and 3 x 10^5 words, RBF at 1.0 x
+  read 0.6 <= phi < 0.7 (median 0.99; 10^5 and 3 x 10^5 words, RBF at 1.0 x
   the median distance on digits, spam, musk and income, at 0.2 x on
   shuttle). Lower, the plain residual loses (1.08-1.21x on insurance, 1.32x
   on spam at 0.2 x);

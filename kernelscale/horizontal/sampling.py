@@ -68,7 +68,7 @@ def defensive_share(kernel, n_pilot: int | None = None, n_components: int | None
       a handful of points.
     * A pilot of :data:`TRUSTED_PILOT` k points or more: 0. Its scores are
       trusted; in the five cells where this changes the budgeted fit, the
-      excess is 0.81-0.98x that with the share (income, spam and insurance
+      excess is 0.79-0.98x that with the share (income, spam and insurance
       with RBF 1.0 x the median distance and shuttle with 0.2 x at 10^6
       words, pilots of about 100 points; digits at 3 x 10^5).
     * Otherwise :data:`READ_PILOT_SHARE`.
