@@ -45,8 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelscale.bench.settings import load_standardized, make_setting_kernel
-from kernelscale.datasets import load_dataset
+from kernelscale.bench.settings import load_set, make_setting_kernel
 from kernelscale.horizontal.diskpca import pilot_ridge
 from kernelscale.horizontal.pilot import flatness
 from kernelscale.linalg import ridge_whitening
@@ -56,12 +55,6 @@ DATASETS = ("spam", "digits", "letter", "satellite", "insurance")
 K = 10
 PILOTS = (45, 93)
 N_PILOTS = 20
-
-
-def load(name: str) -> np.ndarray:
-    if name == "insurance":
-        return load_dataset("insurance", standardize=True)[0]
-    return load_standardized(name, None)
 
 
 def centred(K: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -155,7 +148,7 @@ def main() -> int:
              "", "| set | kernel | pilot | phi | leverage cv | batch loss | l1 | l5 | l10 | "
              "residual spread |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name in DATASETS:
-        X = load(name)
+        X = load_set(name)
         for which in ("rbf0.2", "rbf1.0"):
             kernel = make_setting_kernel(X, which)
             for size in PILOTS:
@@ -172,7 +165,7 @@ def main() -> int:
               "over 3 samples; letter on 6,000 of its rows):", "",
               "| set | points | plain | copies | copies / inclusion |", "|---|---|---|---|---|"]
     for name in ("spam", "letter"):
-        X = load(name)
+        X = load_set(name)
         if name == "letter":  # 6,000 rows keep the exact reference small
             X = X[np.random.default_rng(0).permutation(X.shape[0])[:6000]]
         lines += duplicates_rows(name, X, make_setting_kernel(X, "rbf0.2"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import doctest
+import gzip
 import math
 from pathlib import Path
 from types import SimpleNamespace
@@ -80,6 +81,19 @@ def test_load_standardized_reads_the_bundled_copies():
     raw = load_spam()[0]
     assert X.shape == raw.shape
     np.testing.assert_allclose(X, (raw - raw.mean(axis=0)) / raw.std(axis=0), atol=1e-12)
+
+
+def test_load_standardized_reads_a_csv_of_data_dir(tmp_path):
+    rows = np.array([[1.0, 5.0, 2.0], [3.0, 5.0, 4.0], [8.0, 5.0, 0.0]])
+    with gzip.open(tmp_path / "mine.csv.gz", "wt") as handle:
+        handle.write("a,b,c,label\n")
+        handle.writelines(",".join(map(str, r)) + ",x\n" for r in rows)
+    X = load_standardized("mine", tmp_path)
+    centred = rows - rows.mean(axis=0)
+    np.testing.assert_allclose(X[:, [0, 2]], centred[:, [0, 2]] / rows[:, [0, 2]].std(axis=0))
+    np.testing.assert_array_equal(X[:, 1], 0.0)  # a constant column is only centred
+    with pytest.raises(SystemExit, match="mine2.csv.gz not found"):
+        load_standardized("mine2", tmp_path)
 
 
 @pytest.mark.parametrize("which", ["rbf0.2", "poly"])

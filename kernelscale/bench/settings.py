@@ -13,7 +13,6 @@ references (``results/sampler/refs``), this module knows no benchmark folder.
 from __future__ import annotations
 
 import gzip
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +20,10 @@ import scipy.linalg as sla
 import scipy.sparse.linalg as ssla
 
 from kernelscale.bench.runner import fingerprint
-from kernelscale.datasets import load_digits_standardized
+from kernelscale.datasets import load_dataset, load_digits_standardized
 from kernelscale.kernels import Kernel, make_kernel, median_heuristic
 
 __all__ = [
-    "BUNDLED",
     "KERNEL_LABELS",
     "UNIT",
     "full_kernel",
@@ -43,28 +41,23 @@ K = 10
 #: The settings' kernels by name.
 KERNEL_LABELS = {"rbf0.2": "RBF 0.2 x median", "rbf1.0": "RBF 1.0 x median",
                  "poly": "poly q = 4", "arccos": "arc-cos deg 2"}
-#: The sets read through :func:`kernelscale.datasets.load_dataset` by :func:`load_set`.
-BUNDLED = ("insurance", "musk", "income", "shuttle", "dna")
 #: A set's rows scaled to unit norm: ``NAME-unit``.
 UNIT = "-unit"
 
 
-def _bundled_folder() -> Path:
-    """The folder of the gzipped CSV files bundled with :mod:`kernelscale.datasets`."""
-    return Path(str(resources.files("kernelscale.datasets").joinpath("data")))
-
-
 def load_standardized(name: str, data_dir: Path | None = None) -> np.ndarray:
-    """Digits from scikit-learn, the other sets from gzipped CSV; each feature standardised.
+    """A set with every feature standardised: the copy bundled with
+    :mod:`kernelscale.datasets`, or a gzipped CSV file of ``data_dir``.
 
     Parameters
     ----------
     name : str
-        ``'digits'``, or the stem of ``NAME.csv.gz`` (a header line, numeric
-        feature columns, a last ``label`` column): letter, satellite, spam, ...
+        ``'digits'``, a set of :func:`kernelscale.datasets.load_dataset`
+        (letter, satellite, spam, insurance, ...), or with ``data_dir`` the stem
+        of ``NAME.csv.gz`` there (a header line, numeric feature columns, a last
+        ``label`` column).
     data_dir : Path, optional
-        The folder of the file; by default the copies bundled with
-        :mod:`kernelscale.datasets`.
+        Read ``NAME.csv.gz`` from this folder instead of the bundled copy.
 
     Returns
     -------
@@ -74,11 +67,11 @@ def load_standardized(name: str, data_dir: Path | None = None) -> np.ndarray:
     """
     if name == "digits":
         return load_digits_standardized()[0]
-    dirs = [Path(data_dir)] if data_dir else [_bundled_folder()]
-    path = next((d / f"{name}.csv.gz" for d in dirs if (d / f"{name}.csv.gz").exists()), None)
-    if path is None:
-        raise SystemExit(f"{name}.csv.gz not found in {[str(d) for d in dirs]}; "
-                         "pass --data-dir.")
+    if data_dir is None:
+        return load_dataset(name, standardize=True)[0]
+    path = Path(data_dir) / f"{name}.csv.gz"
+    if not path.exists():
+        raise SystemExit(f"{path} not found; pass another --data-dir.")
     with gzip.open(path, "rt") as handle:
         handle.readline()
         rows = [line.rstrip("\n").split(",")[:-1] for line in handle if line.strip()]
@@ -94,9 +87,8 @@ def load_set(name: str) -> np.ndarray:
     Parameters
     ----------
     name : str
-        digits, letter, satellite or spam (:func:`load_standardized`), one of
-        :data:`BUNDLED`, or ``NAME-unit``: NAME with every row then scaled to
-        unit norm.
+        A set of :func:`load_standardized` (its bundled copy), or ``NAME-unit``:
+        NAME with every row then scaled to unit norm.
 
     Returns
     -------
@@ -105,11 +97,7 @@ def load_set(name: str) -> np.ndarray:
     if name.endswith(UNIT):
         X = load_set(name.removesuffix(UNIT))
         return X / np.linalg.norm(X, axis=1, keepdims=True)
-    if name in BUNDLED:
-        from kernelscale.datasets import load_dataset
-
-        return load_dataset(name, standardize=True)[0]
-    return load_standardized(name, None)
+    return load_standardized(name)
 
 
 def n_workers(name: str) -> int:
