@@ -259,7 +259,8 @@ def device_transform(model, X, n_features: int, chunk_size: int):
     out = xp.empty((X.shape[0], coef.shape[1]), dtype=xp.float64, device=device(X))
     for start in range(0, X.shape[0], chunk_size):
         stop = min(start + chunk_size, X.shape[0])
-        block = xp.astype(model.kernel(rows(X, start, stop), landmarks), xp.float64)
+        block = xp.astype(model.kernel(rows(X, start, stop), landmarks, chunk_size=chunk_size),
+                          xp.float64)
         if center is not None:
             block = block - center
         out[start:stop, ...] = block @ coef

@@ -36,7 +36,7 @@ import warnings
 import numpy as np
 
 from kernelscale.arrays import device, is_device_array, namespace, rows, to_device_of, to_host
-from kernelscale.kernels import Kernel
+from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
 from kernelscale.linalg import (
     pack_symmetric,
     top_eigh,
@@ -113,8 +113,12 @@ def projection_step(state: WorkerState, message):
     else:
         acc = np.empty((X.shape[0], n_y))
 
+    # On a device the chunk is one block: sub-blocks would cost a launch and a
+    # host sync each (on the host the kernel's own 4,096-row blocks stay).
+    block_rows = chunk if on_device else DEFAULT_CHUNK_SIZE
+
     def project_chunk(start, stop):
-        block = kernel(rows(X, start, stop), Y)  # chunk x |Y|: k(A_chunk, Y)
+        block = kernel(rows(X, start, stop), Y, chunk_size=block_rows)  # k(A_chunk, Y)
         diag = total(kernel.diag(rows(X, start, stop)))
         if config["messages"] == "gram":
             # numpy sends A.T @ A to BLAS's SYRK (half the flops of a GEMM). Worker
