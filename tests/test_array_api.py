@@ -111,6 +111,23 @@ def test_float32_partitions_stay_float32(dispatch, method):
     np.testing.assert_allclose(to_host(Z), host.transform(X[:30]), rtol=0, atol=1e-4)
 
 
+@pytest.mark.parametrize("method", ["diskpca", "uniform_dislr", "uniform_batch"])
+def test_device_fit_on_threads_equals_one_thread_and_numpy(dispatch, method):
+    # Copies of rows inside partition 0 (rows 0-29 = rows 30-59): their hashes are sorted
+    # on the device. Threads (n_jobs, chunks of 32 rows) change the time, not one bit.
+    X = data(6)
+    X = np.vstack([X[:30], X])
+    options = {"n_components": 4, "n_landmarks": 40, "gamma": 0.5, "random_state": 2,
+               "chunk_size": 32, "method": method}
+    parts = np.array_split(X, 3)
+    host = DistributedKernelPCA(**options).fit(parts)
+    one = DistributedKernelPCA(**options).fit([on_device(p) for p in parts])
+    threads = DistributedKernelPCA(n_jobs=3, **options).fit([on_device(p) for p in parts])
+    assert threads.communication_ == one.communication_ == host.communication_
+    np.testing.assert_array_equal(threads.landmark_coef_, one.landmark_coef_)
+    np.testing.assert_allclose(one.landmark_coef_, host.landmark_coef_, rtol=0, atol=1e-12)
+
+
 def test_partition_lists_and_given_landmarks(dispatch):
     X = data(5)
     parts = [X[:60], X[60:150], X[150:]]

@@ -341,20 +341,14 @@ def _mark_sampled_with_copies(state: WorkerState, idx: np.ndarray):
     and how many copies (itself included) each has in the partition.
 
     Copies are found through a random-projection hash of every row (computed
-    once per worker, O(nnz)) and confirmed by exact comparison. On data
-    without duplicates this changes nothing.
+    and sorted once per worker, :func:`_hash_rows`) and confirmed by exact
+    comparison. On data without duplicates this changes nothing.
     """
     X = state.data
-    if getattr(state, "row_hash", None) is None:
-        probe = np.random.default_rng(0x5EED).standard_normal(X.shape[1])
-        # In the partition's dtype: a float64 probe would copy a float32 partition.
-        if is_device_array(X):
-            state.row_hash = np.asarray(to_host(X @ to_device_of(probe, X, X.dtype)),
-                                        dtype=float).ravel()
-        else:
-            state.row_hash = np.asarray(X @ probe.astype(X.dtype), dtype=float).ravel()
+    if getattr(state, "hash_order", None) is None:
+        _hash_rows(state)
     h = state.row_hash
-    candidates = np.flatnonzero(_is_in(h, h[idx]))
+    candidates = _rows_hashed_as(state, h[idx])
     state.sampled[idx] = True
     if candidates.size == idx.size == np.unique(h[idx]).size:  # no hash shared: no copies
         return idx, np.ones(idx.size)
@@ -379,16 +373,38 @@ def sent_copies_step(state: WorkerState):
     return getattr(state, "sent_copies", np.zeros(0))
 
 
-def _is_in(values: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """``np.isin(values, targets)`` for a few targets: one binary search per value.
+def _hash_rows(state: WorkerState) -> None:
+    """``state.row_hash``: a random projection of every row (O(nnz)); and its sorted order
+    (``state.hash_order``, ``state.sorted_hash``), so that each draw finds the rows that
+    share a hash by binary search (O(k log n) for k drawn rows, not O(n) per draw).
 
-    O(n log k) for n values; ``np.isin`` sorts all n (seconds on millions of rows).
+    A device partition is hashed and sorted on its device; only the hashes and the
+    order come to the host.
     """
+    X = state.data
+    probe = np.random.default_rng(0x5EED).standard_normal(X.shape[1])
+    # In the partition's dtype: a float64 probe would copy a float32 partition.
+    if is_device_array(X):
+        xp = namespace(X)
+        hashed = xp.reshape(X @ to_device_of(probe, X, X.dtype), (-1,))
+        order = to_host(xp.argsort(hashed))
+        state.row_hash = np.asarray(to_host(hashed), dtype=float)
+    else:
+        state.row_hash = np.asarray(X @ probe.astype(X.dtype), dtype=float).ravel()
+        order = np.argsort(state.row_hash)
+    state.hash_order = np.asarray(order, dtype=np.intp)
+    state.sorted_hash = state.row_hash[state.hash_order]
+
+
+def _rows_hashed_as(state: WorkerState, targets: np.ndarray) -> np.ndarray:
+    """The rows (sorted indices) whose hash equals one of ``targets``."""
     targets = np.unique(targets)
-    if targets.size == 0:
-        return np.zeros(values.shape, dtype=bool)
-    pos = np.minimum(np.searchsorted(targets, values), targets.size - 1)
-    return targets[pos] == values
+    first = np.searchsorted(state.sorted_hash, targets, side="left")
+    last = np.searchsorted(state.sorted_hash, targets, side="right")
+    if not targets.size:
+        return np.zeros(0, dtype=np.intp)
+    return np.sort(np.concatenate([state.hash_order[a:b] for a, b in zip(first, last,
+                                                                           strict=True)]))
 
 
 def _equal_rows(X, rows: np.ndarray, i: int) -> np.ndarray:
@@ -567,8 +583,8 @@ def _device_residuals(kernel: Kernel, X, P, basis, chunk: int) -> tuple[np.ndarr
     sq = xp.empty(X.shape[0], dtype=xp.float64, device=device(X))
 
     def residual_chunk(start, stop):
-        proj = kernel(rows(X, start, stop), P, dtype=np.float32 if work == xp.float32
-                      else np.float64) @ basis
+        proj = kernel(rows(X, start, stop), P, chunk_size=chunk,  # the chunk is one block
+                      dtype=np.float32 if work == xp.float32 else np.float64) @ basis
         sq[start:stop] = xp.astype(xp.sum(proj * proj, axis=1), xp.float64)
 
     for _ in map_chunks(residual_chunk, X.shape[0], chunk):
