@@ -13,7 +13,15 @@ For each size, |Y| and dtype, one run measures side by side:
   on partitions that are device arrays, under scikit-learn's ``array_api_dispatch``:
   kernel blocks, residuals and Gram sums on the device, messages and the master's
   eigenproblems on the host (:mod:`kernelscale.arrays`). Seconds of ``fit``, from the
-  device partitions to the fitted model (every device-to-host copy included).
+  device partitions to the fitted model (every device-to-host copy included), after an
+  untimed warm-up fit on a slice of the rows (the device library compiles its kernels
+  for each dtype on first use). Twice: with the workers' steps one after another
+  (``n_jobs=None``), and on one thread per worker (``threaded``, ``n_jobs=--workers``):
+  each worker's draw from its residuals runs on the host, over its n_i rows, with
+  NumPy's generator (so that the points drawn, the model and the ledger are those of
+  the NumPy fit); on a cluster each worker is its own process and those draws run side
+  by side, as the threads let them here. ``threads equal``: the two device fits agree
+  bit for bit.
 * **CPU fit**: the same fit on the same rows as NumPy partitions, with every core of the
   machine (``n_jobs=-1``; chunk size 4,096, the default).
 * **device floor**: the fit's passes over the rows timed alone on the device: the
@@ -21,7 +29,8 @@ For each size, |Y| and dtype, one run measures side by side:
   grows it, and disLR's pass ``k(Y, A_i) k(A_i, Y)`` with its row sums, each pass
   synchronised at its end. The fit cannot be faster than these.
 
-The device fit's model is compared with the CPU fit's (largest coefficient difference)
+The device fit's model is compared with the CPU fit's (largest coefficient difference,
+absolute and relative to the largest coefficient)
 and its ledger with the CPU fit's, message for message (``ledger_equal``); the words are
 the same by construction.
 
@@ -106,13 +115,13 @@ def device_floor(library, parts, X_host, kernel, sizes, n_landmarks, chunk):
                 acc = xp.zeros((n_points, n_points), dtype=xp.float64, device=device(X))
                 sums = xp.zeros(n_points, dtype=xp.float64, device=device(X))
                 for lo in range(0, X.shape[0], chunk):
-                    block = kernel(rows(X, lo, lo + chunk), S)
+                    block = kernel(rows(X, lo, lo + chunk), S, chunk_size=chunk)
                     acc += block.T @ block
                     sums += xp.sum(block, axis=0)
             else:  # a ridge round: ||k(A_i, S) G^T||^2 per row
                 norms = xp.empty(X.shape[0], dtype=xp.float64, device=device(X))
                 for lo in range(0, X.shape[0], chunk):
-                    proj = kernel(rows(X, lo, lo + chunk), S) @ G.T
+                    proj = kernel(rows(X, lo, lo + chunk), S, chunk_size=chunk) @ G.T
                     norms[lo:min(lo + chunk, X.shape[0])] = xp.astype(
                         xp.sum(proj * proj, axis=1), xp.float64)
             synchronize()
@@ -123,6 +132,7 @@ def device_floor(library, parts, X_host, kernel, sizes, n_landmarks, chunk):
 def one_run(library, X_host, n_landmarks, dtype, args):
     import sklearn
 
+    from kernelscale.arrays import rows
     from kernelscale.horizontal.diskpca import ridge_schedule
     from kernelscale.horizontal.estimator import DistributedKernelPCA
     from kernelscale.kernels import make_kernel, median_heuristic
@@ -144,10 +154,22 @@ def one_run(library, X_host, n_landmarks, dtype, args):
     library[3]()
     os.environ.setdefault("SCIPY_ARRAY_API", "1")  # asked for by scikit-learn's dispatch
     with sklearn.config_context(array_api_dispatch=True):
+        # Untimed warm-up on a slice: the device library compiles its kernels for this
+        # dtype on first use (seconds with CuPy), once per process.
+        warm = [rows(p, 0, 2 * args.chunk_size) for p in device_parts]
+        DistributedKernelPCA(chunk_size=args.chunk_size, **options).fit(warm)
+        library[3]()
         gpu = DistributedKernelPCA(chunk_size=args.chunk_size, **options)
         start = time.perf_counter()
         gpu.fit(device_parts)
         gpu_seconds = time.perf_counter() - start
+        # The workers' host work (their draws from the residuals) on one thread each, as
+        # on a cluster where each worker is its own process; the device is shared.
+        threaded = DistributedKernelPCA(chunk_size=args.chunk_size, n_jobs=args.workers,
+                                        **options)
+        start = time.perf_counter()
+        threaded.fit(device_parts)
+        threaded_seconds = time.perf_counter() - start
     kernel = make_kernel("rbf", gamma=gamma)
     sizes = ridge_schedule(kernel, 10, n_landmarks)[:-1]
     with one_blas_thread():  # as the fit's worker steps (for array-api-strict's NumPy)
@@ -156,29 +178,50 @@ def one_run(library, X_host, n_landmarks, dtype, args):
     return {"library": library[0], "n_samples": X_host.shape[0], "n_features": X_host.shape[1],
             "n_landmarks": n_landmarks, "dtype": np.dtype(dtype).name, "workers": args.workers,
             "device_chunk": args.chunk_size, "device_fit_s": gpu_seconds,
+            "device_fit_threads_s": threaded_seconds,
+            "threads_equal": bool(threaded.communication_ == gpu.communication_ and np.array_equal(
+                threaded.landmark_coef_, gpu.landmark_coef_)),
             "device_floor_s": floor, "cpu_fit_s": cpu_seconds, "cpu_cores": os.cpu_count(),
             "fit_over_floor": gpu_seconds / floor, "cpu_over_device": cpu_seconds / gpu_seconds,
+            "threads_over_floor": threaded_seconds / floor,
+            "cpu_over_threads": cpu_seconds / threaded_seconds,
             "ledger_equal": gpu.communication_ == cpu.communication_,
             "fit_words": gpu.communication_.total_words("fit"),
-            "max_coef_diff": float(np.abs(gpu.landmark_coef_ - cpu.landmark_coef_).max())}
+            "max_coef_diff": float(np.abs(gpu.landmark_coef_ - cpu.landmark_coef_).max()),
+            "rel_coef_diff": float(np.abs(gpu.landmark_coef_ - cpu.landmark_coef_).max()
+                                   / np.abs(cpu.landmark_coef_).max())}
+
+
+def device_name(library) -> str:
+    """The GPU's name as its library reports it ('CPU' for array-api-strict)."""
+    name, module, device, _ = library
+    if name == "cupy":
+        return module.cuda.runtime.getDeviceProperties(device.id)["name"].decode()
+    if name == "torch":
+        return module.cuda.get_device_name(device)
+    return "CPU"
 
 
 def summary(rows, library, quick):
     lines = ["# disKPCA on a device against the CPUs: benchmark summary", "",
-             f"Library: {library[0]} ({library[2]}); {os.cpu_count()} CPU cores; "
+             f"Library: {library[0]} ({library[2]}, {device_name(library)}); "
+             f"{os.cpu_count()} CPU cores; "
              f"{platform.processor() or platform.machine()}."
              + (" Quick run on array-api-strict: its 'device' is the CPU, so the device "
                 "seconds below are CPU seconds (a check that the code path runs, not a GPU "
                 "measurement)." if library[0] == "array-api-strict" else ""), "",
-             "| n | d | \\|Y\\| | dtype | device fit s | device floor s | fit / floor "
-             "| CPU fit s | CPU / device | ledger equal | max coef diff |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| n | d | \\|Y\\| | dtype | device fit s | threaded s | device floor s "
+             "| fit / floor | threaded / floor | CPU fit s | CPU / device | CPU / threaded "
+             "| ledger equal | threads equal | max coef diff | relative |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(
             f"| {r['n_samples']:,} | {r['n_features']} | {r['n_landmarks']} | {r['dtype']} "
-            f"| {r['device_fit_s']:.3f} | {r['device_floor_s']:.3f} | {r['fit_over_floor']:.2f} "
-            f"| {r['cpu_fit_s']:.3f} | {r['cpu_over_device']:.1f} | {r['ledger_equal']} "
-            f"| {r['max_coef_diff']:.1e} |")
+            f"| {r['device_fit_s']:.3f} | {r['device_fit_threads_s']:.3f} "
+            f"| {r['device_floor_s']:.3f} | {r['fit_over_floor']:.2f} "
+            f"| {r['threads_over_floor']:.2f} | {r['cpu_fit_s']:.3f} "
+            f"| {r['cpu_over_device']:.1f} | {r['cpu_over_threads']:.1f} | {r['ledger_equal']} "
+            f"| {r['threads_equal']} | {r['max_coef_diff']:.1e} | {r['rel_coef_diff']:.1e} |")
     lines += ["", "Rerun: `python benchmarks/gpu.py" + (" --quick" if quick else "") + "`."]
     return "\n".join(lines) + "\n"
 
@@ -221,9 +264,10 @@ def main(argv=None):
                 print(f"n={n:,} |Y|={n_landmarks} {dtype}: device {row['device_fit_s']:.3f} s "
                       f"(floor {row['device_floor_s']:.3f} s), CPU {row['cpu_fit_s']:.3f} s, "
                       f"ledger equal {row['ledger_equal']}", flush=True)
+                # after every run, so that a run stopped at a time limit keeps what it measured
+                write_rows(out / "gpu.csv", rows)
+                (out / "summary.md").write_text(summary(rows, library, args.quick))
         del X
-    write_rows(out / "gpu.csv", rows)
-    (out / "summary.md").write_text(summary(rows, library, args.quick))
     return rows
 
 
