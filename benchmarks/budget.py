@@ -53,8 +53,6 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
-
 from kernelscale.bench import write_rows
 from kernelscale.bench.budget_grid import (
     AT_OPTIMUM,
@@ -67,6 +65,7 @@ from kernelscale.bench.budget_grid import (
     UNIT_DATASETS,
     Cache,
     K,
+    cell_table,
     method_tag,
     one_fit,
     rule_fingerprint,
@@ -90,43 +89,57 @@ COLUMNS = ("dataset", "kernel", "centred", "budget", "seed", "method", "chosen",
            "n_landmarks", "fit_words", "seconds", "error", "excess", "reason")
 
 
-def run(args, cache: Cache) -> None:
-    """Seed after seed over the grid: the sized methods and the budgeted fit of each cell."""
-    rule, sampler = rule_fingerprint(), sampler_fingerprint()
-    data, kernels, refs = {}, {}, {}
+def grid_jobs(args):
+    """``(seed, data, kernel, centred, budgets)`` over the grid the arguments name, seed by
+    seed."""
     for seed in args.seeds:
         for dataset, which, centred in settings(args.datasets, args.kernels):
-            if dataset not in data:
-                data[dataset] = load_set(dataset)
-            X = data[dataset]
-            if (dataset, which) not in kernels:
-                kernels[dataset, which] = make_setting_kernel(X, which)
-                refs[dataset, which] = references(dataset, which, X, kernels[dataset, which],
-                                                  REFS)
-            kernel, ref = kernels[dataset, which], refs[dataset, which][centred]
-            done = cache.load(dataset, which, centred)
-            parts = split(X, make_partition(X.shape[0], n_workers(dataset), random_state=seed))
-            todo = []
-            for budget in args.budgets:
-                if args.part in ("all", "sized"):
-                    todo += [(budget, name, method_tag(name, rule, sampler), options)
-                             for name, options in METHODS.items()]
-                if args.part in ("all", "budget"):
-                    todo.append((budget, "budget", rule, {}))
-            start, count = time.perf_counter(), 0
-            for budget, name, tag, options in todo:
-                if (budget, seed, name, tag) in done:
-                    continue
-                result = one_fit(parts, kernel, ref, budget, seed, centred, options)
-                count += 1
-                row = {"dataset": dataset, "kernel": which, "centred": centred,
-                       "budget": budget, "seed": seed, "method": name, "rule": tag,
-                       **(result or {"chosen": "-", "n_landmarks": 0, "fit_words": 0,
-                                     "seconds": 0.0, "error": None, "excess": None,
-                                     "reason": "over budget"})}
-                cache.add(row)
-            print(f"seed {seed} {dataset} {which} {'centred' if centred else 'uncentred'}: "
-                  f"{count} fits, {time.perf_counter() - start:.0f} s", flush=True)
+            yield seed, dataset, which, centred, args.budgets
+
+
+def undecided_jobs(rows: list[dict], n_seeds: int):
+    """The jobs that bring every undecided cell (:func:`cell_table`) to seeds 0..n_seeds-1."""
+    cells = [c["key"] for c in cell_table(rows) if c["undecided"]]
+    for seed in range(n_seeds):
+        for dataset, which, centred, budget in cells:
+            yield seed, dataset, which, centred, [budget]
+
+
+def run(jobs, part: str, cache: Cache) -> None:
+    """The sized methods and the budgeted fit of each job's cells (cached fits skipped)."""
+    rule, sampler = rule_fingerprint(), sampler_fingerprint()
+    data, kernels, refs = {}, {}, {}
+    for seed, dataset, which, centred, budgets in jobs:
+        if dataset not in data:
+            data[dataset] = load_set(dataset)
+        X = data[dataset]
+        if (dataset, which) not in kernels:
+            kernels[dataset, which] = make_setting_kernel(X, which)
+            refs[dataset, which] = references(dataset, which, X, kernels[dataset, which], REFS)
+        kernel, ref = kernels[dataset, which], refs[dataset, which][centred]
+        done = cache.load(dataset, which, centred)
+        parts = split(X, make_partition(X.shape[0], n_workers(dataset), random_state=seed))
+        todo = []
+        for budget in budgets:
+            if part in ("all", "sized"):
+                todo += [(budget, name, method_tag(name, rule, sampler), options)
+                         for name, options in METHODS.items()]
+            if part in ("all", "budget"):
+                todo.append((budget, "budget", rule, {}))
+        start, count = time.perf_counter(), 0
+        for budget, name, tag, options in todo:
+            if (budget, seed, name, tag) in done:
+                continue
+            result = one_fit(parts, kernel, ref, budget, seed, centred, options)
+            count += 1
+            row = {"dataset": dataset, "kernel": which, "centred": centred,
+                   "budget": budget, "seed": seed, "method": name, "rule": tag,
+                   **(result or {"chosen": "-", "n_landmarks": 0, "fit_words": 0,
+                                 "seconds": 0.0, "error": None, "excess": None,
+                                 "reason": "over budget"})}
+            cache.add(row)
+        print(f"seed {seed} {dataset} {which} {'centred' if centred else 'uncentred'}: "
+              f"{count} fits, {time.perf_counter() - start:.0f} s", flush=True)
 
 
 def collect(cache: Cache, rule: str, sampler: str) -> list[dict]:
@@ -139,48 +152,6 @@ def collect(cache: Cache, rule: str, sampler: str) -> list[dict]:
                 continue
             rows.append({c: r.get(c, "") for c in COLUMNS})
     return rows
-
-
-def cell_table(rows: list[dict]):
-    """Per (data, kernel, centring, B): the budgeted fit against the best method within B.
-
-    Only seeds where the budgeted fit and every method ran are compared.
-    """
-    cells = defaultdict(lambda: defaultdict(dict))
-    for r in rows:
-        cells[(r["dataset"], r["kernel"], r["centred"], r["budget"])][r["method"]][r["seed"]] = r
-    out = []
-    for key, methods in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1],
-                                                               not kv[0][2], kv[0][3])):
-        if "budget" not in methods:
-            continue
-        sized = [m for m in methods if m != "budget"]
-        seeds = sorted(set(methods["budget"]).intersection(
-            *[set(methods[m]) for m in sized if m != "exact"]))
-        if not seeds:
-            continue
-        mean = {m: float(np.mean([methods[m][s]["excess"] for s in seeds]))
-                for m in methods if all(s in methods[m] for s in seeds)}
-        secs = {m: float(np.mean([methods[m][s]["seconds"] for s in seeds])) for m in mean}
-        words = {m: float(np.mean([methods[m][s]["fit_words"] for s in seeds])) for m in mean}
-        best = min((m for m in mean if m != "budget"), key=mean.get)
-        mine = mean["budget"]
-        ratio = mine / mean[best] if mean[best] > 0 else float("inf")
-        # the standard error of the difference of the two means (seeds are independent draws)
-        spread = [np.var([methods[m][s]["excess"] for s in seeds], ddof=1) / len(seeds)
-                  if len(seeds) > 1 else float("nan") for m in ("budget", best)]
-        noise = float(np.sqrt(sum(spread)))
-        met = mean[best] < AT_OPTIMUM or mine <= TOLERANCE * mean[best]
-        chosen = defaultdict(int)
-        for s in seeds:
-            chosen[methods["budget"][s]["chosen"]] += 1
-        over = [s for s in seeds if methods["budget"][s]["fit_words"] > key[3]]
-        out.append({"key": key, "seeds": seeds, "mean": mean, "seconds": secs, "words": words,
-                    "best": best, "ratio": ratio, "met": met, "chosen": dict(chosen),
-                    "noise": noise,
-                    "over": over,
-                    "size": float(np.mean([methods["budget"][s]["n_landmarks"] for s in seeds]))})
-    return out
 
 
 SHORT = {"diskpca (ridge)": "R", "uniform + disLR": "U", "uniform + batch": "B", "exact": "E"}
@@ -287,6 +258,14 @@ def write_summary(rows: list[dict], out: Path) -> None:
         lines.append(f"- Of the {len(missed)} misses, {len(within)} are within 2 standard "
                      f"errors (the budgeted fit and the best method are different random "
                      f"draws); {len(missed) - len(within)} are not.")
+    undecided = [c for c in table if c["undecided"]]
+    lines.append(
+        f"- Undecided (the budgeted excess minus {TOLERANCE} x the best method's, paired by "
+        f"seed, within 2 standard errors of 0; `--undecided-seeds N` runs them with more "
+        f"seeds): {len(undecided)} of {len(table)} cells" + (": " + "; ".join(
+            f"{d} {KERNEL_LABELS[k]} {'c' if c else 'u'} B={b:,} ({x['ratio']:.2f}x, "
+            f"{len(x['seeds'])} seeds)" for x in undecided for d, k, c, b in [x["key"]])
+            if undecided else "") + ".")
     lines.append(forecast_alone_line(table))
     chosen = defaultdict(int)
     for c in table:
@@ -365,6 +344,10 @@ def main(argv=None) -> int:
     parser.add_argument("--part", choices=("all", "sized", "budget"), default="all",
                         help="which fits to run: the methods sized to B, the budgeted fit, both")
     parser.add_argument("--summary-only", action="store_true")
+    parser.add_argument("--undecided-seeds", type=int, default=0, metavar="N",
+                        help="then run every undecided cell of the cache (its budgeted - 1.1 x "
+                             "best excess, paired by seed, within 2 standard errors of 0) "
+                             "with seeds 0..N-1")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--cache", type=Path, default=None,
                         help="the fits' cache (default OUT/cache): a run writing its summary "
@@ -373,9 +356,13 @@ def main(argv=None) -> int:
     args.seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     cache = Cache(args.cache or args.out / "cache")
     if not args.summary_only:
-        run(args, cache)
+        run(grid_jobs(args), args.part, cache)
     rows = collect(cache, rule_fingerprint(), sampler_fingerprint())
+    if args.undecided_seeds and not args.summary_only:
+        run(undecided_jobs(rows, args.undecided_seeds), "all", cache)
+        rows = collect(cache, rule_fingerprint(), sampler_fingerprint())
     if rows:
+        args.out.mkdir(parents=True, exist_ok=True)
         write_rows(args.out / "results.csv", rows)
         write_summary(rows, args.out)
         plot(rows, args.out)

@@ -18,8 +18,11 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from kernelscale import DistributedKernelPCA
 from kernelscale.backends.local import LocalCluster
@@ -40,6 +43,7 @@ __all__ = [
     "UNCENTRED",
     "UNIT_DATASETS",
     "Cache",
+    "cell_table",
     "largest_landmarks_within",
     "measured_fit",
     "method_tag",
@@ -123,6 +127,58 @@ def rule_fingerprint() -> str:
     constants = tuple(value for name, value in vars(pilot).items() if name.isupper())
     return _source_fingerprint((budget._choose, budget.pilot_sizes, piloted.piloted_fit, *own),
                                repr(constants) + sampler_fingerprint())
+
+
+def cell_table(rows: list[dict]):
+    """Per (data, kernel, centring, B): the budgeted fit against the best method within B.
+
+    Only seeds where the budgeted fit and every method ran are compared. A cell is
+    ``undecided`` where the budgeted fit's excess minus :data:`TOLERANCE` x the best
+    method's, paired by seed, is within 2 standard errors of 0 (and the budgeted fit is not
+    the best method's own fit): its seeds cannot tell whether it meets the bar.
+    """
+    cells = defaultdict(lambda: defaultdict(dict))
+    for r in rows:
+        cells[(r["dataset"], r["kernel"], r["centred"], r["budget"])][r["method"]][r["seed"]] = r
+    out = []
+    for key, methods in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1],
+                                                               not kv[0][2], kv[0][3])):
+        if "budget" not in methods:
+            continue
+        sized = [m for m in methods if m != "budget"]
+        seeds = sorted(set(methods["budget"]).intersection(
+            *[set(methods[m]) for m in sized if m != "exact"]))
+        if not seeds:
+            continue
+        mean = {m: float(np.mean([methods[m][s]["excess"] for s in seeds]))
+                for m in methods if all(s in methods[m] for s in seeds)}
+        secs = {m: float(np.mean([methods[m][s]["seconds"] for s in seeds])) for m in mean}
+        words = {m: float(np.mean([methods[m][s]["fit_words"] for s in seeds])) for m in mean}
+        best = min((m for m in mean if m != "budget"), key=mean.get)
+        mine = mean["budget"]
+        ratio = mine / mean[best] if mean[best] > 0 else float("inf")
+        # the standard error of the difference of the two means (seeds are independent draws)
+        spread = [np.var([methods[m][s]["excess"] for s in seeds], ddof=1) / len(seeds)
+                  if len(seeds) > 1 else float("nan") for m in ("budget", best)]
+        noise = float(np.sqrt(sum(spread)))
+        met = mean[best] < AT_OPTIMUM or mine <= TOLERANCE * mean[best]
+        # Paired by seed: budgeted - TOLERANCE x best, its mean against its standard error.
+        gap = [methods["budget"][s]["excess"] - TOLERANCE * methods[best][s]["excess"]
+               for s in seeds]
+        margin = (float(np.mean(gap) / (np.std(gap, ddof=1) / np.sqrt(len(seeds))))
+                  if len(seeds) > 1 and np.std(gap) > 0 else float("inf"))
+        same = all(methods["budget"][s]["excess"] == methods[best][s]["excess"] for s in seeds)
+        chosen = defaultdict(int)
+        for s in seeds:
+            chosen[methods["budget"][s]["chosen"]] += 1
+        over = [s for s in seeds if methods["budget"][s]["fit_words"] > key[3]]
+        out.append({"key": key, "seeds": seeds, "mean": mean, "seconds": secs, "words": words,
+                    "best": best, "ratio": ratio, "met": met, "chosen": dict(chosen),
+                    "noise": noise,
+                    "undecided": not same and mean[best] >= AT_OPTIMUM and abs(margin) < 2,
+                    "over": over,
+                    "size": float(np.mean([methods["budget"][s]["n_landmarks"] for s in seeds]))})
+    return out
 
 
 def method_tag(name: str, rule: str, sampler: str) -> str:
