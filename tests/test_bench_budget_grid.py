@@ -130,3 +130,35 @@ def test_benchmark_scripts_import_no_sibling_script():
     for path in scripts:
         assert not _imported_modules(path) & names, path.name
         assert "sys.path.insert" not in path.read_text(), path.name
+
+
+def _cell_rows(budgeted, best, other, key=("spam", "rbf0.2", True, 300_000)):
+    rows = []
+    for method, values in (("budget", budgeted), ("diskpca (ridge)", best),
+                           ("uniform + disLR", other)):
+        rows += [{"dataset": key[0], "kernel": key[1], "centred": key[2], "budget": key[3],
+                  "seed": seed, "method": method, "chosen": "uniform + batch",
+                  "n_landmarks": 100, "fit_words": key[3] - 1, "seconds": 0.1,
+                  "excess": float(v)} for seed, v in enumerate(values)]
+    return rows
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_undecided_cells_are_those_within_two_standard_errors_of_the_bar(seed):
+    rng = np.random.default_rng(seed)
+    best = 0.1 + 0.01 * rng.standard_normal(40)
+    other = best + 0.05
+    noise = 0.02 * rng.standard_normal(40)
+    cases = {  # budgeted excess per seed -> undecided?
+        "at the bar, noisy": (1.1 * best + noise - 0.5 * noise.mean(), True),
+        "clearly within": (1.0 * best + 0.001 * rng.standard_normal(40), False),
+        "clearly above": (1.3 * best + 0.001 * rng.standard_normal(40), False),
+        "the best method's own fits": (best, False),
+    }
+    for name, (budgeted, expected) in cases.items():
+        [cell] = budget_grid.cell_table(_cell_rows(budgeted, best, other))
+        gap = budgeted - 1.1 * best
+        margin = gap.mean() / (gap.std(ddof=1) / np.sqrt(gap.size))
+        assert cell["undecided"] is expected, (name, margin)
+        assert cell["best"] == "diskpca (ridge)"
+        assert cell["ratio"] == pytest.approx(budgeted.mean() / best.mean())
