@@ -244,7 +244,9 @@ default=None
     alpha : float, default=1.0
         Ridge of the pre-image map (``fit_inverse_transform=True``).
     chunk_size : int, default=4096
-        Rows a worker processes at once.
+        Rows a worker processes at once. On a GPU each chunk is one kernel
+        block: give device partitions larger chunks (``benchmarks/gpu.py`` uses
+        65,536), or the device waits on the launches between small blocks.
     backend : {'local', 'dask', 'flower'}, default='local'
         Workers in-process, in Dask actors, or on Flower SuperNodes (``fit(None)``:
         ``n_workers`` SuperNodes hold the data, see ``docs/federated.md``).
