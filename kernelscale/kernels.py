@@ -26,8 +26,12 @@ rows). Kernels travel between master and workers as their parameters
 ``module:qualname`` (one word), which any process that can import the module
 resolves; a lambda, a local function or a function of ``__main__`` has no import
 path and is known only in the process that made the kernel (in-process workers
-resolve it, Dask workers cannot). A model with a callable kernel cannot be saved
-(a model file holds no code).
+resolve it, Dask workers cannot; :mod:`kernelscale.callables` names and resolves
+them). A model with a callable kernel cannot be saved (a model file holds no code).
+
+Partitions on a device (the array API) get their blocks from
+:mod:`kernelscale.device_kernels`, to which :meth:`Kernel.__call__` and
+:meth:`Kernel.diag` dispatch.
 
 Every evaluation walks the rows of ``X`` in chunks and multiplies two *different*
 buffers (``X[i:j] @ Y.T``): numpy's bundled OpenBLAS computes a large ``A @ A.T``
@@ -36,9 +40,6 @@ buffers (``X[i:j] @ Y.T``): numpy's bundled OpenBLAS computes a large ``A @ A.T`
 
 from __future__ import annotations
 
-import importlib
-import itertools
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Real
@@ -47,6 +48,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernelscale.arrays import is_device_array
+from kernelscale.callables import function_reference, resolve_function
 from kernelscale.device_kernels import device_block, device_diag
 
 #: Kernels with a random feature map (disKPCA's embedding, the random-features baseline).
@@ -245,82 +247,6 @@ class Kernel:
         return make_kernel(**params)
 
 
-# A callable kernel without an import path is sent as a token of this process.
-_LOCAL_PREFIX = "@local:"
-_local_tokens = itertools.count()
-_local_by_token: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-_token_by_function: dict = {}
-_strong_functions: dict = {}  # tokens of callables that take no weak reference
-
-
-def _import_path(function) -> str | None:
-    """``module:qualname`` when importing it gives back ``function`` (not for ``__main__``)."""
-    module = getattr(function, "__module__", None)
-    qualname = getattr(function, "__qualname__", None)
-    if not module or not qualname or module == "__main__" or "<" in qualname:
-        return None
-    try:
-        found = importlib.import_module(module)
-        for part in qualname.split("."):
-            found = getattr(found, part)
-    except (ImportError, AttributeError):
-        return None
-    return f"{module}:{qualname}" if found is function else None
-
-
-def function_reference(function) -> str:
-    """How a callable kernel travels in a message: its import path, or a local token.
-
-    A token (for a lambda, a local function or one defined in ``__main__``) is
-    resolved only in this process: in-process workers can use it, Dask workers
-    cannot (:func:`is_importable` tells which).
-    """
-    path = _import_path(function)
-    if path is not None:
-        return path
-    key = id(function)
-    token = _token_by_function.get(key)
-    registered = None if token is None else (_local_by_token.get(token)
-                                              or _strong_functions.get(token))
-    if registered is not function:
-        token = f"{_LOCAL_PREFIX}{next(_local_tokens)}"
-        try:
-            _local_by_token[token] = function
-        except TypeError:  # not weak-referenceable: keep it for the process's life
-            _strong_functions[token] = function
-        _token_by_function[key] = token
-    return token
-
-
-
-def is_importable(function) -> bool:
-    """Whether a callable kernel can be named to another process (``module:qualname``)."""
-    return _import_path(function) is not None
-
-
-def _resolve_function(reference: str):
-    if reference.startswith(_LOCAL_PREFIX):
-        function = _local_by_token.get(reference) or _strong_functions.get(reference)
-        if function is None:
-            raise ValueError(
-                "This callable kernel is a lambda, a local function or a function of "
-                "__main__: it exists only in the process that made the kernel, so this "
-                "worker cannot use it. Define it at module level in a module the workers "
-                "can import (it then travels as module:qualname), or run in-process."
-            )
-        return function
-    module, _, qualname = reference.partition(":")
-    try:
-        found = importlib.import_module(module)
-        for part in qualname.split("."):
-            found = getattr(found, part)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"Cannot import the callable kernel {reference!r}: {exc}") from exc
-    if not callable(found):
-        raise ValueError(f"{reference!r} is not callable; it cannot be a kernel.")
-    return found
-
-
 _ARCCOS_J0 = {0: np.pi, 1: np.pi, 2: 3.0 * np.pi}
 
 
@@ -412,7 +338,7 @@ def make_kernel(
     if name == "callable" or callable(name):
         function = name if callable(name) else function
         if isinstance(function, str):
-            function = _resolve_function(function)
+            function = resolve_function(function)
         if not callable(function):
             raise ValueError("A callable kernel needs its function f(x, y) -> float.")
         return Kernel(name="callable", function=function)
