@@ -26,8 +26,12 @@ rows). Kernels travel between master and workers as their parameters
 ``module:qualname`` (one word), which any process that can import the module
 resolves; a lambda, a local function or a function of ``__main__`` has no import
 path and is known only in the process that made the kernel (in-process workers
-resolve it, Dask workers cannot). A model with a callable kernel cannot be saved
-(a model file holds no code).
+resolve it, Dask workers cannot; :mod:`kernelscale.callables` names and resolves
+them). A model with a callable kernel cannot be saved (a model file holds no code).
+
+Partitions on a device (the array API) get their blocks from
+:mod:`kernelscale.device_kernels`, to which :meth:`Kernel.__call__` and
+:meth:`Kernel.diag` dispatch.
 
 Every evaluation walks the rows of ``X`` in chunks and multiplies two *different*
 buffers (``X[i:j] @ Y.T``): numpy's bundled OpenBLAS computes a large ``A @ A.T``
@@ -36,9 +40,6 @@ buffers (``X[i:j] @ Y.T``): numpy's bundled OpenBLAS computes a large ``A @ A.T`
 
 from __future__ import annotations
 
-import importlib
-import itertools
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Real
@@ -46,7 +47,9 @@ from numbers import Real
 import numpy as np
 import scipy.sparse as sp
 
-from kernelscale.arrays import device, is_device_array, namespace, rows, to_device_of
+from kernelscale.arrays import is_device_array
+from kernelscale.callables import function_reference, resolve_function
+from kernelscale.device_kernels import device_block, device_diag
 
 #: Kernels with a random feature map (disKPCA's embedding, the random-features baseline).
 KERNELS = ("rbf", "laplacian", "poly", "linear", "arccos")
@@ -109,11 +112,11 @@ class Kernel:
         ``dtype`` (float32 or float64) is the precision of the arithmetic and of
         the block for the kernels with a feature map; by default float32 when
         both inputs are float32, float64 otherwise. A device ``X`` (array API, see
-        :mod:`kernelscale.arrays`) gives the block on its device; ``Y`` may be on
-        the host.
+        :mod:`kernelscale.arrays`) gives the block on its device
+        (:mod:`kernelscale.device_kernels`); ``Y`` may be on the host.
         """
         if not isinstance(X, np.ndarray) and is_device_array(X):
-            return _device_block(self, X, Y, chunk_size, dtype)
+            return device_block(self, X, Y, chunk_size, dtype)
         _check_input(self, X)
         _check_input(self, Y)
         if X.shape[1] != Y.shape[1]:
@@ -169,7 +172,7 @@ class Kernel:
     def diag(self, X) -> np.ndarray:
         """The diagonal ``k(x_i, x_i)`` without forming any block (on X's device)."""
         if not isinstance(X, np.ndarray) and is_device_array(X):
-            return _device_diag(self, X)
+            return device_diag(self, X)
         _check_input(self, X)
         n = X.shape[0]
         if self.name in ("rbf", "laplacian"):
@@ -242,82 +245,6 @@ class Kernel:
     @classmethod
     def from_dict(cls, params: dict) -> Kernel:
         return make_kernel(**params)
-
-
-# A callable kernel without an import path is sent as a token of this process.
-_LOCAL_PREFIX = "@local:"
-_local_tokens = itertools.count()
-_local_by_token: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-_token_by_function: dict = {}
-_strong_functions: dict = {}  # tokens of callables that take no weak reference
-
-
-def _import_path(function) -> str | None:
-    """``module:qualname`` when importing it gives back ``function`` (not for ``__main__``)."""
-    module = getattr(function, "__module__", None)
-    qualname = getattr(function, "__qualname__", None)
-    if not module or not qualname or module == "__main__" or "<" in qualname:
-        return None
-    try:
-        found = importlib.import_module(module)
-        for part in qualname.split("."):
-            found = getattr(found, part)
-    except (ImportError, AttributeError):
-        return None
-    return f"{module}:{qualname}" if found is function else None
-
-
-def function_reference(function) -> str:
-    """How a callable kernel travels in a message: its import path, or a local token.
-
-    A token (for a lambda, a local function or one defined in ``__main__``) is
-    resolved only in this process: in-process workers can use it, Dask workers
-    cannot (:func:`is_importable` tells which).
-    """
-    path = _import_path(function)
-    if path is not None:
-        return path
-    key = id(function)
-    token = _token_by_function.get(key)
-    registered = None if token is None else (_local_by_token.get(token)
-                                              or _strong_functions.get(token))
-    if registered is not function:
-        token = f"{_LOCAL_PREFIX}{next(_local_tokens)}"
-        try:
-            _local_by_token[token] = function
-        except TypeError:  # not weak-referenceable: keep it for the process's life
-            _strong_functions[token] = function
-        _token_by_function[key] = token
-    return token
-
-
-
-def is_importable(function) -> bool:
-    """Whether a callable kernel can be named to another process (``module:qualname``)."""
-    return _import_path(function) is not None
-
-
-def _resolve_function(reference: str):
-    if reference.startswith(_LOCAL_PREFIX):
-        function = _local_by_token.get(reference) or _strong_functions.get(reference)
-        if function is None:
-            raise ValueError(
-                "This callable kernel is a lambda, a local function or a function of "
-                "__main__: it exists only in the process that made the kernel, so this "
-                "worker cannot use it. Define it at module level in a module the workers "
-                "can import (it then travels as module:qualname), or run in-process."
-            )
-        return function
-    module, _, qualname = reference.partition(":")
-    try:
-        found = importlib.import_module(module)
-        for part in qualname.split("."):
-            found = getattr(found, part)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"Cannot import the callable kernel {reference!r}: {exc}") from exc
-    if not callable(found):
-        raise ValueError(f"{reference!r} is not callable; it cannot be a kernel.")
-    return found
 
 
 _ARCCOS_J0 = {0: np.pi, 1: np.pi, 2: 3.0 * np.pi}
@@ -411,7 +338,7 @@ def make_kernel(
     if name == "callable" or callable(name):
         function = name if callable(name) else function
         if isinstance(function, str):
-            function = _resolve_function(function)
+            function = resolve_function(function)
         if not callable(function):
             raise ValueError("A callable kernel needs its function f(x, y) -> float.")
         return Kernel(name="callable", function=function)
@@ -581,135 +508,3 @@ def _dense(M) -> np.ndarray:
 
 def _dtype(X):
     return X.dtype if X.dtype in (np.float32, np.float64) else np.float64
-
-
-# Kernel blocks on a device (the array API): the same formulas as above, through the
-# partition's namespace, so that array-api-strict reproduces the NumPy blocks.
-DEVICE_KERNELS = ("rbf", "laplacian", "poly", "linear", "arccos", "sigmoid", "cosine")
-
-
-def _device_block(kernel: Kernel, X, Y, chunk_size: int, dtype):
-    """``K[i, j] = k(X[i], Y[j])`` on X's device, walking X's rows in chunks."""
-    if kernel.name not in DEVICE_KERNELS:
-        raise TypeError(
-            f"The {kernel.name} kernel has no device path (scikit-learn evaluates it on "
-            f"NumPy arrays); with partitions on a device use one of "
-            f"{', '.join(DEVICE_KERNELS)}, or pass NumPy arrays.")
-    xp = namespace(X)
-    if sp.issparse(Y):
-        Y = Y.toarray()
-    if not is_device_array(Y):
-        Y = to_device_of(np.asarray(Y), X)
-    if X.shape[1] != Y.shape[1]:
-        raise ValueError(f"X has {X.shape[1]} features but Y has {Y.shape[1]}; they must match.")
-    both32 = X.dtype == xp.float32 and Y.dtype == xp.float32
-    work = (xp.float32 if both32 else xp.float64) if dtype is None else (
-        xp.float32 if np.dtype(dtype) == np.float32 else xp.float64)
-    if kernel.name == "rbf" and work == xp.float32:
-        # Shifted by Y's mean, as on the host (Kernel._caster).
-        shift = xp.mean(xp.astype(Y, xp.float64), axis=0)
-        cast = lambda R: xp.astype(xp.astype(R, xp.float64) - shift, xp.float32)  # noqa: E731
-    else:
-        cast = lambda R: R if R.dtype == work else xp.astype(R, work)  # noqa: E731
-    Yw = cast(Y)
-    y_sq = xp.sum(Yw * Yw, axis=1)
-    if kernel.name == "rbf":
-        disc = _device_discount(xp, work, Yw.shape[1])
-        col = xp.reshape((-kernel.gamma * disc) * y_sq, (-1, 1))
-        Y_aug = xp.concat([Yw, col, xp.ones_like(col)], axis=1)
-        y_max = xp.max(y_sq) if y_sq.shape[0] else 0.0
-        fmax = float(xp.finfo(work).max)
-
-        def block_of(R):
-            R = cast(R)
-            x_sq = xp.sum(R * R, axis=1)
-            if not R.shape[0]:
-                return xp.empty((0, Yw.shape[0]), dtype=work, device=device(R))
-            # One device-to-host scalar per chunk: the range check of Kernel.__call__.
-            if 4.0 * kernel.gamma * float(xp.max(x_sq) + y_max) >= fmax:
-                return _device_inner_block(kernel, xp, R, Yw, y_sq)
-            x_col = xp.reshape((-kernel.gamma * disc) * x_sq, (-1, 1))
-            X_aug = xp.concat([R * (2.0 * kernel.gamma), xp.ones_like(x_col), x_col], axis=1)
-            exponent = X_aug @ Y_aug.T
-            return xp.exp(xp.minimum(exponent, xp.zeros_like(exponent)))
-    else:
-        def block_of(R):
-            return _device_inner_block(kernel, xp, cast(R), Yw, y_sq)
-    if X.shape[0] <= chunk_size:
-        return block_of(X)
-    out = None
-    for start in range(0, X.shape[0], chunk_size):
-        stop = min(start + chunk_size, X.shape[0])
-        block = block_of(rows(X, start, stop))
-        if out is None:
-            out = xp.empty((X.shape[0], Yw.shape[0]), dtype=block.dtype, device=device(X))
-        out[start:stop, ...] = block
-    return out
-
-
-def _device_discount(xp, dtype, n_features: int) -> float:
-    """:func:`_norm_discount` for a device dtype."""
-    eps = float(xp.finfo(dtype).eps)
-    return float(1.0 - (2.0 * np.sqrt(n_features + 2.0) + 2.0) * eps)
-
-
-def _device_inner_block(kernel: Kernel, xp, R, Y, y_sq):
-    """The kernels built on inner products and distances (:meth:`Kernel._block`)."""
-    if kernel.name == "laplacian":  # L1 distances, one feature at a time
-        dist = xp.zeros((R.shape[0], Y.shape[0]), dtype=R.dtype, device=device(R))
-        for f in range(R.shape[1]):
-            dist = dist + xp.abs(R[:, f:f + 1] - xp.reshape(Y[:, f], (1, -1)))
-        return xp.exp(-kernel.gamma * dist)
-    inner = R @ Y.T
-    if kernel.name == "linear":
-        return inner
-    if kernel.name == "poly":
-        return (kernel.gamma * inner + kernel.coef0) ** kernel.degree
-    if kernel.name == "sigmoid":
-        return xp.tanh(kernel.gamma * inner + kernel.coef0)
-    x_sq = xp.sum(R * R, axis=1)
-    if kernel.name == "cosine":  # 0 for a zero row, as scikit-learn's cosine_similarity
-        x_norm, y_norm = xp.sqrt(x_sq), xp.sqrt(y_sq)
-        x_inv = xp.where(x_norm > 0, 1.0 / xp.where(x_norm > 0, x_norm, 1.0), 0.0)
-        y_inv = xp.where(y_norm > 0, 1.0 / xp.where(y_norm > 0, y_norm, 1.0), 0.0)
-        return inner * xp.reshape(x_inv, (-1, 1)) * xp.reshape(y_inv, (1, -1))
-    if kernel.name == "rbf":
-        disc = _device_discount(xp, R.dtype, R.shape[1])
-        dist = (disc * xp.reshape(x_sq, (-1, 1)) + disc * xp.reshape(y_sq, (1, -1))
-                - 2.0 * inner)
-        gamma = min(kernel.gamma, float(xp.finfo(R.dtype).max))  # a huge gamma: exp(-inf) = 0
-        return xp.exp(-gamma * xp.maximum(dist, xp.zeros_like(dist)))
-    # arccos (Cho & Saul 2009), as _arccos_block
-    norms = xp.sqrt(xp.reshape(x_sq, (-1, 1)) * xp.reshape(y_sq, (1, -1)))
-    positive = norms > 0
-    cos = xp.where(positive, inner / xp.where(positive, norms, xp.ones_like(norms)), 1.0)
-    cos = xp.clip(cos, -1.0, 1.0)
-    theta = xp.acos(cos)
-    sin = xp.sqrt(1.0 - cos**2)
-    if kernel.order == 0:
-        j = np.pi - theta
-    elif kernel.order == 1:
-        j = sin + (np.pi - theta) * cos
-    else:
-        j = 3.0 * sin * cos + (np.pi - theta) * (1.0 + 2.0 * cos**2)
-    return norms**kernel.order * j / np.pi
-
-
-def _device_diag(kernel: Kernel, X):
-    """:meth:`Kernel.diag` on X's device."""
-    if kernel.name not in DEVICE_KERNELS:
-        _device_block(kernel, X, X[:0, ...], DEFAULT_CHUNK_SIZE, None)  # its error
-    xp = namespace(X)
-    work = X.dtype if X.dtype in (xp.float32, xp.float64) else xp.float64
-    if kernel.name in ("rbf", "laplacian"):
-        return xp.ones(X.shape[0], dtype=work, device=device(X))
-    sq = xp.sum(X * X, axis=1)
-    if kernel.name == "linear":
-        return sq
-    if kernel.name == "poly":
-        return (kernel.gamma * sq + kernel.coef0) ** kernel.degree
-    if kernel.name == "sigmoid":
-        return xp.tanh(kernel.gamma * sq + kernel.coef0)
-    if kernel.name == "cosine":
-        return xp.astype(sq > 0, work)
-    return sq**kernel.order * _ARCCOS_J0[kernel.order] / np.pi

@@ -283,7 +283,7 @@ def test_callable_kernel_matches_scikit_learn_and_travels_by_import_path():
 
 
 def test_callable_without_import_path_is_known_in_this_process_only():
-    from kernelscale.kernels import is_importable
+    from kernelscale.callables import is_importable
 
     kernel = make_kernel(lambda x, y: float(np.dot(x, y)))
     params = kernel.to_dict()

@@ -7,6 +7,7 @@ budget) is checked here, with a message that says what to use instead.
 
 from __future__ import annotations
 
+from kernelscale.callables import is_importable
 from kernelscale.horizontal.baselines import (
     exact_kpca,
     random_features_pca,
@@ -15,7 +16,7 @@ from kernelscale.horizontal.baselines import (
 )
 from kernelscale.horizontal.diskpca import diskpca
 from kernelscale.horizontal.sklearn_api import check_precomputed
-from kernelscale.kernels import KERNELS, is_importable, kernel_name
+from kernelscale.kernels import KERNELS, kernel_name
 
 METHODS = {
     "diskpca": diskpca,
