@@ -6,7 +6,7 @@ or any other array of the `array API standard <https://data-apis.org/array-api/>
 input is opt-in: with ``sklearn.set_config(array_api_dispatch=True)`` (or inside
 ``sklearn.config_context(array_api_dispatch=True)``) the estimators keep it on its
 device, and the workers compute their kernel blocks, residuals and Gram sums there
-(:mod:`kernelscale.kernels` dispatches on the namespace), in the partition's
+(:mod:`kernelscale.kernels` dispatches to :mod:`kernelscale.device_kernels`), in the partition's
 dtype, with the sums accumulated in float64. Without dispatch an array that
 converts to NumPy is converted, as scikit-learn does; one that does not (a GPU
 array) gets one error that says to enable dispatch or convert it.
