@@ -71,8 +71,11 @@ def distinct_rows(Y) -> np.ndarray:
 
 
 def row_keys(X) -> list[bytes]:
-    """Each row's exact value as bytes, equal for equal rows (-0.0 and 0.0 alike; a CSR
-    row by its canonical indices and values, without densifying it)."""
+    """Each row's exact value as bytes, equal for equal rows.
+
+    -0.0 and 0.0 alike; a CSR row by its canonical indices and values, without
+    densifying it.
+    """
     if not sp.issparse(X):
         return [row.tobytes() for row in np.asarray(X, dtype=float) + 0.0]
     X = sp.csr_matrix(X, copy=True)
@@ -244,8 +247,10 @@ def sample_rows(state: WorkerState, weights: np.ndarray, count: int):
 
 
 def _mark_sampled_with_copies(state: WorkerState, idx: np.ndarray):
-    """Mark rows ``idx`` and their local copies sampled; return ``idx`` without copies,
-    and how many copies (itself included) each has in the partition.
+    """Mark rows ``idx`` and their local copies sampled.
+
+    Returns ``idx`` without copies, and how many copies (itself included) each
+    has in the partition.
 
     Copies are found through a random-projection hash of every row (computed
     and sorted once per worker, :func:`_hash_rows`) and confirmed by exact
@@ -275,13 +280,18 @@ def _mark_sampled_with_copies(state: WorkerState, idx: np.ndarray):
 
 @worker_step
 def sent_copies_step(state: WorkerState):
-    """The copies in this partition (the row itself included) of every row sent so far,
-    in the order sent (for :func:`inclusion_weights`), as counted when they were drawn."""
+    """The copies in this partition of every row sent so far, in the order sent.
+
+    Each count includes the row itself, as counted when it was drawn (for
+    :func:`inclusion_weights`).
+    """
     return getattr(state, "sent_copies", np.zeros(0))
 
 
 def _hash_rows(state: WorkerState) -> None:
-    """``state.row_hash``: a random projection of every row (O(nnz)); and its sorted order
+    """Hash every row and sort the hashes, once per worker.
+
+    ``state.row_hash``: a random projection of every row (O(nnz)); and its sorted order
     (``state.hash_order``, ``state.sorted_hash``), so that each draw finds the rows that
     share a hash by binary search (O(k log n) for k drawn rows, not O(n) per draw).
 

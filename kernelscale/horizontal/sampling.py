@@ -209,6 +209,7 @@ def leverage_scores_step(state: WorkerState, packed_factor: np.ndarray):
 # Step 3: leverage-score sampling of P (Algorithm 2 of 001, line 1)
 @worker_step
 def leverage_sample_step(state: WorkerState, count: int):
+    """``count`` distinct unsampled rows drawn by their leverage scores (:func:`sample_rows`)."""
     return Tagged(raw_points=sample_rows(state, state.scores, int(count)))
 
 
@@ -306,4 +307,5 @@ def _device_residuals(kernel: Kernel, X, P, basis, chunk: int) -> tuple[np.ndarr
 
 @worker_step
 def adaptive_sample_step(state: WorkerState, count: int):
+    """``count`` distinct unsampled rows drawn by their residuals (:func:`sample_rows`)."""
     return Tagged(raw_points=sample_rows(state, state.residual, int(count)))
