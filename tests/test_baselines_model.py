@@ -372,7 +372,7 @@ def test_distinct_sampling_on_duplicated_csr(seed):
 
 @pytest.mark.parametrize("sparse", [False, True])
 def test_worker_never_sends_copies(sparse):
-    from kernelscale.horizontal.sampling import sample_rows
+    from kernelscale.horizontal.draws import sample_rows
     from kernelscale.runtime import WorkerState
 
     base = np.random.default_rng(0).standard_normal((5, 4))

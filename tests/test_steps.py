@@ -96,7 +96,8 @@ def test_a_worker_process_loads_its_protocol_modules_without_scikit_learn():
     import sys
 
     modules = ["kernelscale", "kernelscale.runtime", "kernelscale.datasets",
-               "kernelscale.horizontal.sampling", "kernelscale.horizontal.dislr",
+               "kernelscale.horizontal.sampling", "kernelscale.horizontal.draws",
+               "kernelscale.horizontal.dislr",
                "kernelscale.horizontal.evaluate", "kernelscale.federated.fkkmeans",
                "kernelscale.federated.kmeans", "kernelscale.vertical.oneshot",
                "kernelscale.vertical.projection"]

@@ -27,7 +27,7 @@ from kernelscale.horizontal.diskpca import (
     refuse_square_matrices,
 )
 from kernelscale.horizontal.dislr import cap_at_rank, dislr
-from kernelscale.horizontal.sampling import inclusion_weights, stack_rows, uniform_sample
+from kernelscale.horizontal.draws import inclusion_weights, stack_rows, uniform_sample
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
 from kernelscale.linalg import (
     as_generator,
@@ -136,7 +136,7 @@ def batch_kpca(X, kernel: Kernel, n_components: int, center: bool,
                weights: np.ndarray | None = None) -> KernelPCAModel:
     """Exact kernel PCA of the rows of ``X`` as a landmark model (``C = V Lambda^-1/2``).
 
-    ``weights`` (one per row, e.g. :func:`kernelscale.horizontal.sampling.inclusion_weights`)
+    ``weights`` (one per row, e.g. :func:`kernelscale.horizontal.draws.inclusion_weights`)
     make it the kernel PCA of the weighted points: of ``D^1/2 K D^1/2`` with
     ``D = diag(weights)`` scaled to mean 1, centred by the weighted mean.
     Components beyond the kernel matrix's numerical rank are zero (with a
@@ -176,7 +176,7 @@ def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
     'batch KPCA: landmarks and components': the sample, which the workers do
     not hold, and the coefficients). The sample holds distinct points, so each
     is weighted by its copies over its chance to be sampled
-    (:func:`~kernelscale.horizontal.sampling.inclusion_weights`): without the
+    (:func:`~kernelscale.horizontal.draws.inclusion_weights`): without the
     weights a point with 69 copies (spam) counts once, and the batch KPCA of a
     sample of 1,332 of spam's 4,601 rows has 4x the excess
     (``benchmarks/results/budget/pilot_signals.md``). ``redraw`` as in

@@ -23,7 +23,8 @@ point, factor, count and seed goes through the runtime. The number of rounds
 depends only on (k, |Y|) and the sampler, except the top-up rounds when copies
 of drawn points (duplicated data) leave a sample short, and the 'uniform fill'
 round when the sampling weights run out. The worker steps live in
-:mod:`kernelscale.horizontal.sampling` and :mod:`kernelscale.horizontal.dislr`.
+:mod:`kernelscale.horizontal.sampling`, :mod:`kernelscale.horizontal.draws` (how rows
+are drawn) and :mod:`kernelscale.horizontal.dislr`.
 """
 
 from __future__ import annotations
@@ -34,22 +35,24 @@ import warnings
 import numpy as np
 
 from kernelscale.horizontal.dislr import dislr
+from kernelscale.horizontal.draws import (
+    allocate,
+    distinct_rows,
+    sample_distinct,
+    stack_rows,
+    uniform_sample,
+    uniform_sample_step,
+)
 from kernelscale.horizontal.sampling import (
     adaptive_sample_step,
-    allocate,
     defensive_share,
     defensive_split,
-    distinct_rows,
     embed_step,
     leverage_sample_step,
     leverage_scores_step,
     needs_ridge_floor,
     residual_step,
     ridge_residual_step,
-    sample_distinct,
-    stack_rows,
-    uniform_sample,
-    uniform_sample_step,
 )
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
 from kernelscale.linalg import (

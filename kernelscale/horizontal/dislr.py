@@ -82,7 +82,7 @@ def projection_step(state: WorkerState, message):
     ``message`` is ``Tagged(raw_points=new_points, model=config, seed=sketch_seed)``;
     user-supplied landmarks come in ``config['landmarks']`` instead of ``raw_points``.
     """
-    from kernelscale.horizontal.sampling import stack_rows
+    from kernelscale.horizontal.draws import stack_rows
 
     config = message["model"]
     new_points = message["raw_points"] if "raw_points" in message else config["landmarks"]

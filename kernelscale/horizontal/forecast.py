@@ -255,7 +255,7 @@ def _point_words(n: int, d: int, nnz, max_row_nnz) -> float:
 
 
 def _uniform_sample(rounds: _Rounds, name: str, count: int, point: float) -> None:
-    """:func:`kernelscale.horizontal.sampling.uniform_sample`: seeds, counts, the points up."""
+    """:func:`kernelscale.horizontal.draws.uniform_sample`: seeds, counts, the points up."""
     rounds.add(f"{name}: seeds", DOWN, "seed", 1)
     _draw(rounds, name, count, point)
 

@@ -31,7 +31,7 @@ import numpy as np
 from kernelscale.horizontal.baselines import batch_kpca
 from kernelscale.horizontal.diskpca import check_budgets, check_kernel_input
 from kernelscale.horizontal.dislr import cap_at_rank
-from kernelscale.horizontal.sampling import uniform_sample
+from kernelscale.horizontal.draws import uniform_sample
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
 from kernelscale.linalg import as_generator, pack_symmetric, top_eigh, unpack_symmetric
 from kernelscale.model import KernelPCAModel
@@ -195,7 +195,7 @@ def weighted_kpca(Y, kernel: Kernel, n_components: int, center: bool,
 @worker_step
 def store_ridge_batch_model_step(state, message):
     """Y = the landmarks the worker holds from the ridge rounds + the last round's; keep C, m."""
-    from kernelscale.horizontal.sampling import stack_rows
+    from kernelscale.horizontal.draws import stack_rows
 
     held = getattr(state, "held_landmarks", None)
     new = message["raw_points"]
@@ -220,7 +220,7 @@ def ridge_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
     landmarks and components').
     """
     from kernelscale.horizontal.diskpca import ridge_sample, ridge_schedule
-    from kernelscale.horizontal.sampling import stack_rows
+    from kernelscale.horizontal.draws import stack_rows
 
     rng = as_generator(random_state)
     cluster.reset()

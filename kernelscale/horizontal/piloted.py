@@ -15,15 +15,15 @@ from kernelscale.horizontal.baselines import batch_kpca, broadcast_landmark_mode
 from kernelscale.horizontal.budget import pilot_sizes, split_sizing
 from kernelscale.horizontal.diskpca import check_kernel_input, diskpca, ridge_schedule
 from kernelscale.horizontal.dislr import dislr
-from kernelscale.horizontal.forecast import forecast_words
-from kernelscale.horizontal.pilot import choose_after_pilot, diagonal_spread, flatness
-from kernelscale.horizontal.sampling import (
+from kernelscale.horizontal.draws import (
     inclusion_weights,
     sample_distinct,
     stack_rows,
     uniform_sample,
     uniform_sample_step,
 )
+from kernelscale.horizontal.forecast import forecast_words
+from kernelscale.horizontal.pilot import choose_after_pilot, diagonal_spread, flatness
 from kernelscale.linalg import as_generator
 from kernelscale.runtime import validate_cluster, worker_seeds
 
