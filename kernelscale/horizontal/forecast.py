@@ -272,7 +272,8 @@ def _piloted_uniform_sample(rounds: _Rounds, count: int, n_pilot, point: float) 
 
 
 def _draw(rounds: _Rounds, name: str, count: int, point: float) -> None:
-    """One :func:`sample_distinct` round: a count to every worker, ``count`` rows up."""
+    """One :func:`~kernelscale.horizontal.draws.sample_distinct` round: a count to every
+    worker, ``count`` rows up."""
     rounds.add(name, DOWN, "scalars", 1)
     rounds.add(name, UP, "raw_points", count * point, per_worker=False)
 
