@@ -18,6 +18,7 @@ from kernelscale.bench import (
     budget_grid,
     constant_search,
     pilot_variants,
+    sampler_report,
     settings,
     streaming_sweep,
     vertical_blocks,
@@ -31,7 +32,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 @pytest.mark.parametrize("module", [settings, budget_grid, pilot_variants, constant_search,
-                                    streaming_sweep, vertical_blocks])
+                                    streaming_sweep, vertical_blocks, sampler_report])
 def test_module_examples(module):
     assert doctest.testmod(module).failed == 0
 
