@@ -28,6 +28,14 @@ K, S, D_FK, M = 10, 10, 50, 5
 REFINES = (0, 10)
 
 
+def _sd(values):
+    return float(values.std(ddof=1)) if values.size > 1 else 0.0
+
+
+def _fmt(mean_std):
+    return f"{mean_std[0]:.3f} ± {mean_std[1]:.3f}"
+
+
 def _select(rows, method, param=None, n_refine=None, dropout=None):
     return [r for r in rows if r["method"] == method
             and (param is None or r["param"] == param)
@@ -191,14 +199,6 @@ def plot(rows: list[dict], recovery: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=90)
     plt.close(fig)
 
-
-
-def _sd(values):
-    return float(values.std(ddof=1)) if values.size > 1 else 0.0
-
-
-def _fmt(mean_std):
-    return f"{mean_std[0]:.3f} ± {mean_std[1]:.3f}"
 
 
 def dspgd_lines(recovery: list[dict]) -> list[str]:
