@@ -28,7 +28,8 @@ equal |Y| (leverage P vs uniform P, residual vs ridge residual, one vs two
 rounds), and per-point diagnostics of the samples against the exact spectrum.
 
 The data, the kernels and the cached exact references are those of
-:mod:`kernelscale.bench.settings`, shared with the word-budget benchmarks.
+:mod:`kernelscale.bench.settings`, shared with the word-budget benchmarks; the
+summary's tables and verdicts are written by :mod:`kernelscale.bench.sampler_report`.
 """
 
 from __future__ import annotations
@@ -45,8 +46,17 @@ from scipy.stats import spearmanr
 
 from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
+from kernelscale.bench.sampler_report import (
+    ABLATION,
+    DATASETS,
+    DISKPCA_BUDGETS,
+    KERNELS,
+    MAIN,
+    K,
+    read_results,
+    summary,
+)
 from kernelscale.bench.settings import (
-    KERNEL_LABELS,
     full_kernel,
     load_standardized,
     make_setting_kernel,
@@ -66,15 +76,8 @@ from kernelscale.partition import make_partition, split
 from kernelscale.runtime import validate_cluster, worker_seeds
 
 OUT = Path(__file__).parent / "results" / "sampler"
-K = 10
-DATASETS = ("digits", "spam", "satellite", "letter")
-KERNELS = ("rbf0.2", "rbf1.0", "poly", "arccos")
-DISKPCA_BUDGETS = (50, 100, 200, 400)
 UNIFORM_DISLR_BUDGETS = (50, 100, 200, 400, 450)  # 450: its curve reaches the paper's words
 BATCH_BUDGETS = (50, 100, 200, 400, 800, 1600, 3200)
-MAIN = ("diskpca (ridge)", "diskpca (paper)", "uniform + disLR", "uniform + batch")
-ABLATION = ("uniform P + adaptive", "uniform P + ridge, 1 round")
-TIE = 0.10  # "never clearly worse": within 10% of the baseline, or within 2 standard errors
 
 
 # ----------------------------------------------------------------------------- fits
@@ -218,232 +221,6 @@ def diagnose(task) -> dict:
         out[f"{name}: isolated"] = float(isolated[rows].mean())
         out[f"{name}: n lev_k / k"] = float(np.mean(X.shape[0] * lev_k[rows] / K))
     return out
-
-
-# ----------------------------------------------------------------------------- summary
-
-def curves(rows):
-    """{(dataset, kernel, centred): {method: [(|Y|, words, excess, std, n), ...]}}."""
-    acc = defaultdict(list)
-    for r in rows:
-        acc[(r["dataset"], r["kernel"], r["centred"], r["method"], r["n_landmarks"])].append(
-            (r["fit_words"], r["excess"]))
-    out = defaultdict(lambda: defaultdict(list))
-    for (ds, kn, c, m, b), v in sorted(acc.items()):
-        v = np.array(v, dtype=float)
-        out[(ds, kn, c)][m].append((b, v[:, 0].mean(), v[:, 1].mean(), v[:, 1].std(),
-                                    len(v)))
-    return out
-
-
-def at_words(curve, words):
-    """(mean excess, std) of ``curve`` interpolated log-log at ``words``; NaN outside it."""
-    pts = sorted(curve, key=lambda t: t[1])
-    x = np.log([t[1] for t in pts])
-    if not x[0] - 1e-9 <= np.log(words) <= x[-1] + 1e-9:
-        return float("nan"), float("nan")
-    y = np.log(np.maximum([t[2] for t in pts], 1e-12))
-    return (float(np.exp(np.interp(np.log(words), x, y))),
-            float(np.interp(np.log(words), x, [t[3] for t in pts])))
-
-
-def verdict(point, baseline):
-    """Ratio of ``point``'s error to the baseline's at the same words, and W/T/L."""
-    _, words, excess, std, n = point
-    ref, ref_std = at_words(baseline, words)
-    if ref != ref:
-        return float("nan"), "-"
-    ratio = excess / max(ref, 1e-12)
-    significant = abs(excess - ref) > 2 * math.hypot(std / math.sqrt(n), ref_std / math.sqrt(n))
-    if ratio > 1 + TIE and significant:
-        return ratio, "L"
-    if ratio < 1 - TIE and significant:
-        return ratio, "W"
-    return ratio, "T"
-
-
-def fmt_ratio(ratio, mark):
-    if ratio != ratio:
-        return "-"
-    text = f"{ratio:.2f}" if ratio >= 0.01 else f"{ratio:.0e}"
-    return f"{text} {mark}"
-
-
-def summary(rows, diagnostics, seeds, elapsed) -> str:
-    cs = curves(rows)
-    lines = ["# disKPCA's samplers at equal words on real data", "",
-             "Produced by `python benchmarks/sampler.py`"
-             + (f" in {elapsed / 60:.1f} min" if elapsed else "") + "; "
-             f"{len(seeds)} seeds ({', '.join(map(str, seeds))}); k = {K}; power-law workers "
-             "(5 on digits, 10 on the UCI sets); every feature standardised. Error: the "
-             "excess-energy ratio (err - opt) / (trace - opt) on the training data against "
-             "the exact optimum (benchmarks/results/sampler/refs). Words: "
-             "`ledger.total_words('fit')`, both directions, every model broadcast included.", "",
-             "Equal words: a method's mean error at its mean words divided by the baseline's "
-             "mean error interpolated log-log at the same words (`-`: outside the baseline's "
-             "range). W / L: more than 10% better / worse and more than 2 standard errors "
-             "apart; T otherwise (a tie).", ""]
-    lines += verdict_tables(cs)
-    lines += why_section(cs, rows, diagnostics)
-    lines += ["## Every point: error against words", "",
-              "| data | kernel | centred | method | |Y| | fit words | excess (mean +- std) |",
-              "|---|---|---|---|---|---|---|"]
-    for (ds, kn, c), methods in sorted(cs.items()):
-        for m in MAIN + ABLATION:
-            for b, words, ex, sd, _ in methods.get(m, []):
-                lines.append(f"| {ds} | {KERNEL_LABELS[kn]} | {'yes' if c else 'no'} | {m} | "
-                             f"{b} | {words:,.0f} | {ex:.4f} +- {sd:.4f} |")
-    return "\n".join(lines) + "\n"
-
-
-def verdict_tables(cs) -> list[str]:
-    out = ["## Verdict at equal words", "",
-           "Ratios at |Y| = " + ", ".join(map(str, DISKPCA_BUDGETS)) + " of disKPCA "
-           "(below 1: lower error than the baseline with the same words).", "",
-           "| data | kernel | centred | ridge / uniform+disLR | paper / uniform+disLR | "
-           "ridge / uniform+batch | paper / uniform+batch | paper / ridge | "
-           "uniform+disLR / uniform+batch |",
-           "|---|---|---|---|---|---|---|---|---|"]
-    tally = defaultdict(lambda: defaultdict(int))
-    by_kernel = defaultdict(lambda: defaultdict(int))
-    losses = defaultdict(list)
-    marks = {}
-    for (ds, kn, c), methods in sorted(cs.items()):
-        cells = []
-        for m, base in (("diskpca (ridge)", "uniform + disLR"),
-                        ("diskpca (paper)", "uniform + disLR"),
-                        ("diskpca (ridge)", "uniform + batch"),
-                        ("diskpca (paper)", "uniform + batch"),
-                        ("diskpca (paper)", "diskpca (ridge)"),
-                        ("uniform + disLR", "uniform + batch")):
-            if m not in methods or base not in methods:
-                cells.append("-")
-                continue
-            parts = []
-            for point in methods[m]:
-                if m == "uniform + disLR" and point[0] not in DISKPCA_BUDGETS:
-                    continue
-                ratio, mark = verdict(point, methods[base])
-                parts.append(fmt_ratio(ratio, mark))
-                tally[(m, base)][mark] += 1
-                marks[(m, base, ds, kn, c, point[0])] = mark
-                if m == "diskpca (ridge)":
-                    by_kernel[(base, kn)][mark] += 1
-                    if mark == "L":
-                        losses[base].append(f"{ds}, {KERNEL_LABELS[kn]}"
-                                            f"{', centred' if c else ''}, |Y| = {point[0]}: "
-                                            f"{ratio:.2f}")
-            cells.append(", ".join(parts))
-        out.append(f"| {ds} | {KERNEL_LABELS[kn]} | {'yes' if c else 'no'} | "
-                   + " | ".join(cells) + " |")
-    out += ["", "Counts over every data set, kernel, centring and |Y| "
-            "(W win, T tie, L loss, - outside the baseline's word range):", "",
-            "| comparison | W | T | L | - |", "|---|---|---|---|---|"]
-    for (m, base), t in tally.items():
-        out.append(f"| {m} vs {base} | {t['W']} | {t['T']} | {t['L']} | {t['-']} |")
-    batch_losses = [key for key, mark in marks.items()
-                     if key[:2] == ("diskpca (ridge)", "uniform + batch") and mark == "L"]
-    shared = sum(marks.get(("uniform + disLR", "uniform + batch", *key[2:])) == "L"
-                 for key in batch_losses)
-    out += ["", f"Of the default sampler's {len(batch_losses)} losses to uniform + batch, "
-            f"{shared} are losses of uniform + disLR too (last column): with "
-            "low-dimensional points, shipping more uniform points to the master costs fewer "
-            "words than disLR's s |Y|(|Y|+1)/2 Gram upload, whatever the sampler (the "
-            "budget feature of issue 11, part 5, chooses between the methods).", "",
-            "The default sampler by kernel (W / T / L over data sets, centring and |Y|):", "",
-            "| kernel | vs uniform + disLR | vs uniform + batch |", "|---|---|---|"]
-    for kn in KERNELS:
-        cells = [" / ".join(str(by_kernel[(base, kn)][mark]) for mark in "WTL")
-                 for base in ("uniform + disLR", "uniform + batch")]
-        if any(by_kernel[(base, kn)] for base in ("uniform + disLR", "uniform + batch")):
-            out.append(f"| {KERNEL_LABELS[kn]} | {cells[0]} | {cells[1]} |")
-    for base in ("uniform + disLR", "uniform + batch"):
-        found = losses[base]
-        out += ["", f"Where the default sampler loses to {base} ({len(found)}): "
-                + ("; ".join(found) if found else "nowhere") + "."]
-    return out + [""]
-
-
-def why_section(cs, rows, diagnostics) -> list[str]:
-    out = ["## Why the paper's sampler loses", "",
-           "**Words.** The leverage stage (embedding Gram up, triangular factor down, "
-           "config) is a fixed cost per worker, s (t(t+1)/2 + t(t+1)/2 + ~13) words with "
-           "t = 50; the ridge sampler replaces it by 14 words per worker (RBF; 4 more "
-           "per extra round). Share of the paper sampler's fit words (mean over kernels "
-           "and centring):", "",
-           "| data | " + " | ".join(f"|Y| = {b}" for b in DISKPCA_BUDGETS) + " |",
-           "|---|" + "---|" * len(DISKPCA_BUDGETS)]
-    share = defaultdict(list)
-    for r in rows:
-        if r["method"] == "diskpca (paper)":
-            share[(r["dataset"], r["n_landmarks"])].append(r["leverage_words"] / r["fit_words"])
-    for ds in DATASETS:
-        if any(k[0] == ds for k in share):
-            out.append(f"| {ds} | " + " | ".join(
-                f"{np.mean(share[(ds, b)]):.0%}" if share[(ds, b)] else "-"
-                for b in DISKPCA_BUDGETS) + " |")
-    out += ["", "**Sampling at equal |Y|** (no word counted): each sampler's mean error over "
-            "uniform + disLR's at the same |Y|, uncentred. 'uniform P + adaptive' is the "
-            "paper's Algorithm 2 with its |P| = ceil(2 k ln k) points drawn uniformly "
-            "instead of by leverage score; '+ ridge, 1 round' also replaces the residual by "
-            "the ridge residual; 'diskpca (ridge)' is the default (RBF: |Y|/4 uniform, two "
-            "ridge rounds; polynomial and arc-cosine: k uniform, then doubling rounds by "
-            "the plain residual).", "",
-            "| data | kernel | method | " + " | ".join(f"|Y| = {b}" for b in DISKPCA_BUDGETS)
-            + " |", "|---|---|---|" + "---|" * len(DISKPCA_BUDGETS)]
-    for (ds, kn, c), methods in sorted(cs.items()):
-        if c or "uniform + disLR" not in methods or ABLATION[0] not in methods:
-            continue
-        uniform = {b: ex for b, _, ex, _, _ in methods["uniform + disLR"]}
-        for m in ("diskpca (paper)",) + ABLATION + ("diskpca (ridge)",):
-            by_budget = {b: ex for b, _, ex, _, _ in methods.get(m, [])}
-            out.append(f"| {ds} | {KERNEL_LABELS[kn]} | {m} | " + " | ".join(
-                f"{by_budget[b] / uniform[b]:.2f}" if b in by_budget and uniform.get(b)
-                else "-" for b in DISKPCA_BUDGETS) + " |")
-    if diagnostics:
-        out += ["", "**Per-point diagnostics** (uncentred, |Y| = 200, against the exact "
-                "spectrum). 'isolated': the 10% of points with the smallest kernel degree; "
-                "their share of the top-k energy and of the trace; the share of each "
-                "sample drawn from them (uniform: 0.10). n lev_k / k: mean rank-k leverage "
-                "of the sampled points, 1 for a uniform sample. rho: Spearman correlation "
-                "of the paper's embedding leverage scores with the exact rank-k and ridge "
-                "leverage scores (lambda = opt / k). spread: std / mean of the exact ridge "
-                "leverage (0 = uniform).", "",
-                "| data | kernel | isolated: top-k energy | trace | P (paper) | Y~ (paper) | "
-                "ridge rounds | uniform | n lev_k/k: P (paper) | Y~ (paper) | ridge | "
-                "rho(rank-k) | rho(ridge) | ridge spread |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for d in diagnostics:
-            out.append(
-                f"| {d['dataset']} | {KERNEL_LABELS[d['kernel']]} | "
-                f"{d['isolated_energy_share']:.4f} | {d['isolated_trace_share']:.3f} | "
-                f"{d['P (paper): isolated']:.3f} | {d['Y~ (paper): isolated']:.3f} | "
-                f"{d['ridge rounds: isolated']:.3f} | {d['uniform: isolated']:.3f} | "
-                f"{d['P (paper): n lev_k / k']:.2f} | {d['Y~ (paper): n lev_k / k']:.2f} | "
-                f"{d['ridge rounds: n lev_k / k']:.2f} | {d['rho_k']:.2f} | "
-                f"{d['rho_ridge']:.2f} | {d['ridge_lev_spread']:.2f} |")
-    return out + [""]
-
-
-def read_results(folder: Path):
-    """The rows of results.csv and diagnostics.csv, typed as the run wrote them."""
-    import csv
-
-    def typed(value):
-        if value in ("True", "False"):
-            return value == "True"
-        try:
-            number = float(value)
-        except ValueError:
-            return value
-        return int(number) if number.is_integer() and "." not in value else number
-
-    rows = [{k: typed(v) for k, v in r.items()}
-            for r in csv.DictReader(open(folder / "results.csv"))]
-    path = folder / "diagnostics.csv"
-    diagnostics = ([{k: typed(v) for k, v in r.items()} for r in csv.DictReader(open(path))]
-                   if path.exists() else [])
-    return rows, diagnostics
 
 
 # ----------------------------------------------------------------------------- main

@@ -18,9 +18,11 @@ from kernelscale.bench import (
     budget_grid,
     constant_search,
     pilot_variants,
+    sampler_report,
     settings,
     streaming_sweep,
     vertical_blocks,
+    vertical_real_report,
 )
 from kernelscale.bench.budget_grid import Cache, largest_landmarks_within
 from kernelscale.bench.constant_search import PRIOR, distance, every_theta
@@ -31,7 +33,8 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 @pytest.mark.parametrize("module", [settings, budget_grid, pilot_variants, constant_search,
-                                    streaming_sweep, vertical_blocks])
+                                    streaming_sweep, vertical_blocks, sampler_report,
+                                    vertical_real_report])
 def test_module_examples(module):
     assert doctest.testmod(module).failed == 0
 

@@ -109,3 +109,22 @@ def test_module_examples():
     import kernelscale.bench.scripts as module
 
     assert doctest.testmod(module).failed == 0
+
+
+def test_sampler_report_reads_back_and_judges_at_equal_words(tmp_path):
+    from kernelscale.bench.sampler_report import read_results, summary
+
+    # uniform + disLR: excess 0.4 at 1e3 words, 0.004 at 1e5 (log-log: 0.04 at 1e4);
+    # the ridge sampler: 0.02 at 1e4 words (half, a win), and one point beyond 1e5 (no verdict)
+    curve = {"uniform + disLR": [(50, 1e3, 0.4), (100, 1e5, 0.004)],
+             "diskpca (ridge)": [(50, 1e4, 0.02), (100, 1e6, 0.001)]}
+    rows = [dict(dataset="digits", kernel="rbf0.2", centred=False, method=method,
+                 n_landmarks=size, seed=seed, fit_words=words, leverage_words=0,
+                 excess=excess * (1 + 0.01 * seed))
+            for method, points in curve.items() for size, words, excess in points
+            for seed in (0, 1)]
+    write_rows(tmp_path / "results.csv", rows)
+    back, diagnostics = read_results(tmp_path)
+    assert diagnostics == [] and back[0]["centred"] is False and back == rows
+    text = summary(back, diagnostics, [0, 1], None)
+    assert "| digits | RBF 0.2 x median | no | 0.50 W, - | - |" in text
