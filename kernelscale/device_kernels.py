@@ -26,8 +26,8 @@ from kernelscale.arrays import device, is_device_array, namespace, rows, to_devi
 #: The kernels with a device path (the others are evaluated by scikit-learn on NumPy arrays).
 DEVICE_KERNELS = ("rbf", "laplacian", "poly", "linear", "arccos", "sigmoid", "cosine")
 
-# J_n(0) of the arc-cosine kernel of order n (theta = 0 on the diagonal), as on the host.
-_ARCCOS_J0 = {0: np.pi, 1: np.pi, 2: 3.0 * np.pi}
+#: J_n(0) of the arc-cosine kernel of order n (theta = 0 on the diagonal), on the host too.
+ARCCOS_J0 = {0: np.pi, 1: np.pi, 2: 3.0 * np.pi}
 
 
 class KernelParameters(Protocol):
@@ -191,7 +191,7 @@ def device_diag(kernel: KernelParameters, X):
         return xp.tanh(kernel.gamma * sq + kernel.coef0)
     if kernel.name == "cosine":
         return xp.astype(sq > 0, work)
-    return sq**kernel.order * _ARCCOS_J0[kernel.order] / np.pi
+    return sq**kernel.order * ARCCOS_J0[kernel.order] / np.pi
 
 
 def _require_device_path(kernel: KernelParameters) -> None:

@@ -49,7 +49,7 @@ import scipy.sparse as sp
 
 from kernelscale.arrays import is_device_array
 from kernelscale.callables import function_reference, resolve_function
-from kernelscale.device_kernels import device_block, device_diag
+from kernelscale.device_kernels import ARCCOS_J0, device_block, device_diag
 
 #: Kernels with a random feature map (disKPCA's embedding, the random-features baseline).
 KERNELS = ("rbf", "laplacian", "poly", "linear", "arccos")
@@ -193,7 +193,7 @@ class Kernel:
         if self.name == "callable":  # f(x, x), with the rows scikit-learn would pass
             return np.array([self.function(X[i], X[i]) for i in range(n)], dtype=np.float64)
         # arccos: theta = 0, J_n(0) = pi for n = 0, 1, 2 ... times (1, 1, 3)
-        return sq**self.order * _ARCCOS_J0[self.order] / np.pi
+        return sq**self.order * ARCCOS_J0[self.order] / np.pi
 
     def _block(self, Xc, Y, y_sq) -> np.ndarray:
         if self.name in PAIRWISE_KERNELS or self.name == "callable":
@@ -246,8 +246,6 @@ class Kernel:
     def from_dict(cls, params: dict) -> Kernel:
         return make_kernel(**params)
 
-
-_ARCCOS_J0 = {0: np.pi, 1: np.pi, 2: 3.0 * np.pi}
 
 
 def _arccos_block(inner, x_sq, y_sq, order) -> np.ndarray:
