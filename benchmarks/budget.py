@@ -212,8 +212,7 @@ def _g(value: float) -> str:
     return f"{value:.3g}"
 
 
-def write_summary(rows: list[dict], out: Path) -> None:
-    table = cell_table(rows)
+def write_summary(table: list[dict], out: Path) -> None:
     missed = [c for c in table if not c["met"]]
     over = [c for c in table if c["over"]]
     n_seeds = defaultdict(int)
@@ -294,7 +293,7 @@ def write_summary(rows: list[dict], out: Path) -> None:
     (out / "summary.md").write_text("\n".join(lines))
 
 
-def plot(rows: list[dict], out: Path) -> None:
+def plot(table: list[dict], out: Path) -> None:
     try:
         import matplotlib
 
@@ -303,7 +302,6 @@ def plot(rows: list[dict], out: Path) -> None:
     except ImportError:
         print("matplotlib missing: no budget.png", file=sys.stderr)
         return
-    table = cell_table(rows)
     groups = sorted({(c["key"][0], c["key"][1]) for c in table if c["key"][2]})
     if not groups:
         return
@@ -364,8 +362,9 @@ def main(argv=None) -> int:
     if rows:
         args.out.mkdir(parents=True, exist_ok=True)
         write_rows(args.out / "results.csv", rows)
-        write_summary(rows, args.out)
-        plot(rows, args.out)
+        table = cell_table(rows)  # per cell, for the summary and the plot
+        write_summary(table, args.out)
+        plot(table, args.out)
         print(f"wrote {args.out}/summary.md")
     return 0
 
