@@ -17,7 +17,18 @@ from kernelscale.horizontal import (
     uniform_dislr,
 )
 from kernelscale.partition import make_partition, split
-from kernelscale.runtime.steps import resolve_step, step_name, worker_step
+from kernelscale.runtime import WorkerError
+from kernelscale.runtime.steps import (
+    _DISCLOSES,
+    DISCLOSURES,
+    PER_ROW,
+    ROWS,
+    registered_steps,
+    resolve_step,
+    step_disclosure,
+    step_name,
+    worker_step,
+)
 from kernelscale.streaming import streaming_kpca_distributed
 from kernelscale.vertical import dpca, one_shot_kpca, vertical_transform
 
@@ -86,7 +97,61 @@ def test_registry_refuses_what_is_not_a_kernelscale_step():
     with pytest.raises(ValueError, match="not a registered worker step"):
         step_name(lambda state: 0)
     with pytest.raises(ValueError, match="Only kernelscale's own functions"):
-        worker_step(pytest.approx)
+        worker_step(pytest.approx, discloses="nothing")
+    with pytest.raises(ValueError, match="discloses must be one of"):
+        worker_step(discloses="a little")
+
+
+def step_modules() -> dict[str, int]:
+    """Every kernelscale module whose source defines worker steps, and how many."""
+    from pathlib import Path
+
+    import kernelscale
+
+    root = Path(kernelscale.__file__).parent
+    found = {}
+    for path in root.rglob("*.py"):
+        count = path.read_text().count("\n@worker_step(")
+        if count:
+            module = ".".join(path.relative_to(root.parent).with_suffix("").parts)
+            found[module] = count
+    return found
+
+
+def test_every_registered_step_declares_what_it_discloses():
+    import importlib
+
+    modules = step_modules()
+    for module in modules:
+        importlib.import_module(module)
+    steps = registered_steps()
+    assert len(steps) == sum(modules.values()) >= 48
+    for name in steps:
+        declared = _DISCLOSES[name]
+        assert callable(declared) or declared in DISCLOSURES, name
+    # the raw-row samplers say so; a Gram reply does not
+    assert step_disclosure("kernelscale.horizontal.draws:uniform_sample_step") == ROWS
+    assert step_disclosure("kernelscale.horizontal.baselines:_send_all_step") == ROWS
+    assert step_disclosure("kernelscale.federated.fkkmeans:gram_matvec_step") == "aggregates"
+    # a coreset of the raw rows discloses rows; of an embedding, per-row values
+    coreset = "kernelscale.federated.kmeans:coreset_step"
+    assert step_disclosure(coreset, (5, 1.0, 10, None, "raw_points")) == ROWS
+    assert step_disclosure(coreset, (5, 1.0, 10, "embedding", "sketch")) == PER_ROW
+
+
+def test_a_reply_of_raw_rows_from_a_step_that_does_not_declare_them_fails_the_round(
+        parts, monkeypatch):
+    from kernelscale.horizontal.draws import uniform_sample_step, uniform_setup_step
+
+    name = step_name(uniform_sample_step)
+    cluster = LocalCluster(parts)
+    cluster.scatter_map(uniform_setup_step, [(i,) for i in range(4)], round="setup")
+    monkeypatch.setitem(_DISCLOSES, name, "aggregates")  # a wrong declaration
+    with pytest.raises(WorkerError, match="does not declare discloses='rows'"):
+        cluster.broadcast_map(uniform_sample_step, 2, round="sample")
+    monkeypatch.setitem(_DISCLOSES, name, "rows")
+    replies = cluster.broadcast_map(uniform_sample_step, 2, round="sample")
+    assert all(r["raw_points"].shape == (2, 64) for r in replies)
 
 
 def test_a_worker_process_loads_its_protocol_modules_without_scikit_learn():

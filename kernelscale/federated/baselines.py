@@ -121,7 +121,7 @@ def sk_kmeans(X, n_clusters: int, n_eigenvectors: int | None = None, n_landmarks
     return _kmeans(U * sv, n_clusters, rng).labels_
 
 
-@worker_step
+@worker_step(discloses="nothing")
 def random_features_step(state, seed, gamma, n_random_features):
     """Worker step: keep the random Fourier features of the partition as ``state.embedding``."""
     rff = RandomFourierFeatures(state.data.shape[1], n_random_features, gamma, "rbf", seed)
@@ -183,7 +183,7 @@ def rfk_kmeans(cluster: Cluster, n_clusters: int, *, n_random_features: int = 80
     return ClusteringResult(km.labels, km.centers, gamma)
 
 
-@worker_step
+@worker_step(discloses="nothing")
 def project_step(state, kernel_params):
     """Worker step: project the rows on the disKPCA components (``state.embedding``)."""
     kernel = Kernel.from_dict(kernel_params)

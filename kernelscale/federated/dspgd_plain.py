@@ -30,19 +30,19 @@ def _features(state):
         yield start, rff.transform(state.data[start : start + chunk], chunk_size=chunk)
 
 
-@worker_step
+@worker_step(discloses="nothing")
 def plain_features_step(state, message, gamma, D, chunk_size):
     """Worker steps 6-9 without CEM: remember the seed of A_t (features rebuilt per step)."""
     state.plain_params = (gamma, D, chunk_size, int(message["seed"]))
 
 
-@worker_step
+@worker_step(discloses="per-row")
 def at_c_step(state, c_part):
     """Worker: ``A_t[m]^T c_q[m]`` (D words)."""
     return sum(z.T @ c_part[start : start + z.shape[0]] for start, z in _features(state))
 
 
-@worker_step
+@worker_step(discloses="per-row")
 def a_step(state, a):
     """Worker: ``A_t[m] (A_t^T c_q)`` (n_m words)."""
     return np.concatenate([z @ a for _, z in _features(state)])

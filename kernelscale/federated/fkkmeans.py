@@ -48,7 +48,7 @@ DEFAULT_CHUNK_SIZE = 4096
 # The kernel parameter (section 6.1 of 003) from per-worker sums.
 
 
-@worker_step
+@worker_step(discloses="aggregates")
 def moment_step(state):
     """Worker step: ``(n_m, sum ||x||^2)`` and ``sum x``: ``d + 2`` words, no pairs."""
     X = state.data
@@ -117,7 +117,7 @@ def paper_gamma(cluster: Cluster, n_rows=None, min_rows: int = MIN_ROWS_FOR_GAMM
 # Worker steps of DSPGD with CEM.
 
 
-@worker_step
+@worker_step(discloses="nothing")
 def setup_step(state, gamma, n_random_features, chunk_size):
     """Worker step: keep the kernel parameter, D and the chunk size; start with B_1 = 0."""
     state.fk_params = (gamma, n_random_features, chunk_size)
@@ -135,7 +135,7 @@ def _w_chunks(state):
         yield start, np.hstack([np.sqrt(eta) * z, np.sqrt(1.0 - eta) * b])
 
 
-@worker_step
+@worker_step(discloses="nothing")
 def iteration_step(state, message):
     """Worker steps 7-8: fresh features from the seed, local Gram ``W_t[m]^T W_t[m]``."""
     eta = float(np.atleast_1d(message["scalars"])[0])
@@ -149,13 +149,13 @@ def iteration_step(state, message):
     state.W_gram = gram
 
 
-@worker_step
+@worker_step(discloses="aggregates")
 def gram_matvec_step(state, c):
     """Worker step (one DLA step): ``W_t[m]^T W_t[m] c_q``, ``D + r_t`` words."""
     return state.W_gram @ c if state.responds else None
 
 
-@worker_step
+@worker_step(discloses="nothing")
 def project_step(state, projection, target):
     """Worker steps 12-13 / 17: ``state.<target> = W_t[m] @ projection``."""
     out = np.empty((state.data.shape[0], projection.shape[1]))
@@ -164,7 +164,7 @@ def project_step(state, projection, target):
     setattr(state, target, out)
 
 
-@worker_step
+@worker_step(discloses="per-row")
 def gather_step(state, projection):
     """Evaluation step: the rows ``W_t[m] @ projection`` (benchmarks on small data)."""
     return np.vstack([W @ projection for _, W in _w_chunks(state)])

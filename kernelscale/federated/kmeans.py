@@ -82,7 +82,7 @@ def _sq_dist_to_centers(X, centers):
     return np.maximum(d2[np.arange(X.shape[0]), nearest], 0.0), nearest
 
 
-@worker_step
+@worker_step(discloses="aggregates")
 def local_solution_step(state, n_clusters, source, seed, responds=True):
     """Worker step 1: local k-means++ / Lloyd solution; reply its cost (1 word)."""
     from sklearn.cluster import KMeans  # slow import: on first use
@@ -106,7 +106,14 @@ def local_solution_step(state, n_clusters, source, seed, responds=True):
     return float(m.sum()) if responds else None
 
 
-@worker_step
+def _coreset_disclosure(*request) -> str:
+    """Sampled rows of the data itself (``source=None``) or of an embedding of it."""
+    if not request:
+        return "nothing"
+    return "rows" if request[3] is None else "per-row"
+
+
+@worker_step(discloses=_coreset_disclosure)
 def coreset_step(state, *request):
     """Worker step 2: sample ``n_sampled`` points in proportion to ``m_p``, weight them.
 
@@ -135,14 +142,14 @@ def coreset_step(state, *request):
     )
 
 
-@worker_step
+@worker_step(discloses="nothing")
 def assign_step(state, centers, source):
     """Worker step 3: label the rows by the nearest broadcast centre (kept locally)."""
     _, state.kmeans_labels = _sq_dist_to_centers(_rows(state, source), centers)
     return None
 
 
-@worker_step
+@worker_step(discloses="aggregates")
 def lloyd_step(state, *request):
     """Worker step of a Lloyd refinement of several candidate solutions at once.
 
@@ -162,7 +169,7 @@ def lloyd_step(state, *request):
     return Tagged(sketch=sums, scalars=[counts, np.array(costs)])
 
 
-@worker_step
+@worker_step(discloses="per-row")
 def collect_labels_step(state):
     """Worker step: hand the labels to the caller (counted in phase ``collect``)."""
     return state.kmeans_labels

@@ -224,7 +224,7 @@ def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
     return model
 
 
-@worker_step
+@worker_step(discloses="nothing")
 def store_landmark_model_step(state, message):
     """Keep a landmark model whose landmarks the worker does not hold: Y, C, m and the kernel.
 
@@ -252,7 +252,7 @@ def broadcast_landmark_model(cluster: Cluster, model: KernelPCAModel, round: str
         round=round, reply_kind="model")
 
 
-@worker_step
+@worker_step(discloses="rows")
 def _send_all_step(state):
     return Tagged(raw_points=to_host(state.data))  # a device partition: copied to the host
 
@@ -349,7 +349,7 @@ def kernel_matrix_kpca(K: np.ndarray, X, kernel: Kernel, n_components: int | Non
                           trace=trace)
 
 
-@worker_step
+@worker_step(discloses="aggregates")
 def random_features_step(state, message):
     """Worker: ``Z_i^T Z_i`` (packed) and, for centring, the column sums of ``Z_i``."""
     config = message["model"]
@@ -376,7 +376,7 @@ def random_features_step(state, message):
     return Tagged(sketch=pack_symmetric(cov), scalars=sums if config["center"] else None)
 
 
-@worker_step
+@worker_step(discloses="nothing")
 def store_components_step(state, components, mean):
     """Keep the random-feature components (the workers rebuild the map from its seed)."""
     state.components = components

@@ -75,7 +75,13 @@ def cap_at_rank(coef: np.ndarray, eigenvalues: np.ndarray, n_components: int, wh
             np.concatenate([eigenvalues, np.zeros(pad)]))
 
 
-@worker_step
+def _projection_disclosure(message) -> str:
+    """Gram sums are aggregates; the paper's sketched message is ``k(Y, A_i)`` itself
+    when ``n_i <= w`` (a kernel column per row)."""
+    return "aggregates" if message["model"]["messages"] == "gram" else "per-row"
+
+
+@worker_step(discloses=_projection_disclosure)
 def projection_step(state: WorkerState, message):
     """Form Y = P + new points; reply the disLR message for ``k(Y, A_i)`` and ``sum k(a, a)``.
 
@@ -162,7 +168,7 @@ def _total(values: np.ndarray) -> float:
     return float(values.sum())
 
 
-@worker_step
+@worker_step(discloses="nothing")
 def store_model_step(state: WorkerState, coef, center):
     """Keep the components (the paper's final broadcast of W to the workers)."""
     state.coef = coef

@@ -201,7 +201,7 @@ def inclusion_weights(cluster: Cluster, Y, arrivals: list, n_samples: int,
     return weights / weights.mean()
 
 
-@worker_step
+@worker_step(discloses="nothing")
 def uniform_setup_step(state: WorkerState, own_seed: int):
     """Uniform baselines: a fresh sampler state (own seed, nothing sampled yet)."""
     state.rng = np.random.default_rng(own_seed)
@@ -209,7 +209,7 @@ def uniform_setup_step(state: WorkerState, own_seed: int):
     state.sent_copies = np.zeros(0)
 
 
-@worker_step
+@worker_step(discloses="rows")
 def uniform_sample_step(state: WorkerState, count: int):
     """``count`` rows uniformly among the worker's unsampled rows."""
     return Tagged(raw_points=sample_rows(state, np.ones(state.data.shape[0]), int(count)))
@@ -278,7 +278,7 @@ def _mark_sampled_with_copies(state: WorkerState, idx: np.ndarray):
     return np.asarray(keep, dtype=np.intp), np.asarray(counts, dtype=float)
 
 
-@worker_step
+@worker_step(discloses="per-row")
 def sent_copies_step(state: WorkerState):
     """The copies in this partition of every row sent so far, in the order sent.
 

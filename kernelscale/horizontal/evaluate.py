@@ -80,7 +80,7 @@ def evaluated_model(model):
     return model
 
 
-@worker_step
+@worker_step(discloses="aggregates")
 def energy_step(state, message):
     """Worker: (n_i, sum k(a, a), sum ||transform(a)||^2[, sum transform(a)]), in chunks."""
     arrays, meta = message["model"]

@@ -46,7 +46,7 @@ def default_n_basis(n_components: int, n_landmarks: int) -> int:
     return min(2 * n_components, n_landmarks)
 
 
-@worker_step
+@worker_step(discloses="aggregates")
 def refine_basis_step(state, message):
     """Keep S and the basis; reply ``Z_i^T Z_i`` (packed), ``sum z`` and ``sum k(a, a)``."""
     S = message["raw_points"]
@@ -72,7 +72,7 @@ def refine_basis_step(state, message):
     return Tagged(sketch=pack_symmetric(gram), scalars=scalars)
 
 
-@worker_step
+@worker_step(discloses="nothing")
 def refine_components_step(state, rotation, offset):
     """Keep the rotation U (r x k) and the mean's coordinates zbar (centred fits)."""
     state.coef = state.basis @ rotation
@@ -192,7 +192,7 @@ def weighted_kpca(Y, kernel: Kernel, n_components: int, center: bool,
                           center=center_row, trace=trace)
 
 
-@worker_step
+@worker_step(discloses="nothing")
 def store_ridge_batch_model_step(state, message):
     """Y = the landmarks the worker holds from the ridge rounds + the last round's; keep C, m."""
     from kernelscale.horizontal.draws import stack_rows

@@ -141,7 +141,13 @@ def _host_rows(X, start, stop):
 
 
 # Step 1: kernel subspace embedding E_i = phi_hat(A_i) T (Algorithm 4 of 001, line 1)
-@worker_step
+def _embedding_disclosure(message) -> str:
+    """The Gram message is a sum over rows; the paper's sketch is ``E_i`` itself when
+    ``n_i <= p`` (an embedding per row)."""
+    return "aggregates" if message["model"]["messages"] == "gram" else "per-row"
+
+
+@worker_step(discloses=_embedding_disclosure)
 def embed_step(state: WorkerState, message):
     """Embed the partition, keep ``E_i``, reply the leverage-score message.
 
@@ -187,7 +193,7 @@ def row_sketch(M: np.ndarray, n_out: int, seed: int, chunk: int) -> np.ndarray:
 
 
 # Step 2: disLS, line 3 of Algorithm 1 of 001: l_j = ||(Z^T)^-1 E^i_{:j}||^2
-@worker_step
+@worker_step(discloses="aggregates")
 def leverage_scores_step(state: WorkerState, packed_factor: np.ndarray):
     """Keep the generalised leverage scores of the embedded rows; reply (sum, #positive).
 
@@ -207,14 +213,14 @@ def leverage_scores_step(state: WorkerState, packed_factor: np.ndarray):
 
 
 # Step 3: leverage-score sampling of P (Algorithm 2 of 001, line 1)
-@worker_step
+@worker_step(discloses="rows")
 def leverage_sample_step(state: WorkerState, count: int):
     """``count`` distinct unsampled rows drawn by their leverage scores (:func:`sample_rows`)."""
     return Tagged(raw_points=sample_rows(state, state.scores, int(count)))
 
 
 # Step 4: residuals k(a, a) - ||proj of phi(a) on span(phi(P))||^2 (Algorithm 2, line 3)
-@worker_step
+@worker_step(discloses="aggregates")
 def residual_step(state: WorkerState, P):
     """Keep P; compute each row's squared feature-space distance to span(phi(P))."""
     config = state.config
@@ -223,7 +229,7 @@ def residual_step(state: WorkerState, P):
                            config["chunk_size"])
 
 
-@worker_step
+@worker_step(discloses="aggregates")
 def ridge_residual_step(state: WorkerState, message):
     """Add the new landmarks to those kept; each row's ridge residual to span(phi(S)).
 
@@ -305,7 +311,7 @@ def _device_residuals(kernel: Kernel, X, P, basis, chunk: int) -> tuple[np.ndarr
     return to_host(diag - sq), float(xp.max(xp.abs(diag))) if diag.shape[0] else 0.0
 
 
-@worker_step
+@worker_step(discloses="rows")
 def adaptive_sample_step(state: WorkerState, count: int):
     """``count`` distinct unsampled rows drawn by their residuals (:func:`sample_rows`)."""
     return Tagged(raw_points=sample_rows(state, state.residual, int(count)))

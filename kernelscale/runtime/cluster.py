@@ -26,7 +26,7 @@ from threadpoolctl import ThreadpoolController
 from kernelscale.runtime.errors import LostWorkerWarning, WorkerError
 from kernelscale.runtime.ledger import DOWN, UP, Ledger, Tagged
 from kernelscale.runtime.lost import LostWorkers, scale_reply
-from kernelscale.runtime.steps import worker_step
+from kernelscale.runtime.steps import ROWS, is_registered, step_disclosure, worker_step
 
 Step = Callable[..., object]
 REDUCTIONS = (None, "sum")
@@ -165,7 +165,8 @@ class Cluster(LostWorkers, ABC):
                 continue
             for arg in args:
                 self.ledger.record(round, self._phase, DOWN, kind, worker, arg)
-        replies = RoundReplies(self, round, reply_kind, reduce)
+        replies = RoundReplies(self, round, reply_kind, reduce,
+                               declared_rows=_declares_rows(step, per_worker_args))
         try:
             self._run(step, per_worker_args, round, replies.deliver)
             result = replies.result()
@@ -207,13 +208,20 @@ class Cluster(LostWorkers, ABC):
         self.close()
 
 
-@worker_step
+@worker_step(discloses="nothing")
 def _reset_state(state: WorkerState) -> None:
     state.reset()
 
 
 def _ignore_reply(worker: int, reply, seconds: float) -> None:
     return None
+
+
+def _declares_rows(step: Step, per_worker_args: list[tuple]) -> list[bool] | None:
+    """For a registered step: whether it declares ``'rows'`` for each worker's arguments."""
+    if not is_registered(step):
+        return None
+    return [step_disclosure(step, args) == ROWS for args in per_worker_args]
 
 
 class RoundReplies:
@@ -228,8 +236,11 @@ class RoundReplies:
     O(log s) partial sums instead of s replies.
     """
 
-    def __init__(self, cluster: Cluster, round: str, reply_kind: str, reduce: str | None):
+    def __init__(self, cluster: Cluster, round: str, reply_kind: str, reduce: str | None,
+                 declared_rows: list[bool] | None = None):
         self._cluster, self._round, self._reply_kind = cluster, round, reply_kind
+        self._declared_rows = declared_rows  # None: an unregistered (in-process) step
+        self._undeclared_rows: list[int] = []
         self._reduce = reduce
         self._phase = cluster.current_phase
         n = cluster.n_workers
@@ -246,6 +257,9 @@ class RoundReplies:
         self.seconds[worker] = seconds
         self._messages[worker] = self._cluster.ledger.count(
             self._round, self._phase, UP, self._reply_kind, worker, reply)
+        if (self._declared_rows is not None and not self._declared_rows[worker]
+                and any(m.kind == "raw_points" for m in self._messages[worker])):
+            self._undeclared_rows.append(worker)
         if self._reduce is None:
             self._replies[worker] = reply
         else:
@@ -270,6 +284,10 @@ class RoundReplies:
         self._partial[(first, level)] = value
 
     def result(self):
+        if self._undeclared_rows:  # a step's declaration is wrong: a bug, never sent on
+            raise WorkerError(self._undeclared_rows[0], self._round,
+                              "the step replied raw rows but does not declare "
+                              "discloses='rows' (kernelscale.runtime.steps)")
         missing = [w for w, m in enumerate(self._messages) if m is None]
         if missing:
             raise WorkerError(missing[0], self._round, "no reply (the backend lost it)")

@@ -176,7 +176,10 @@ class Ledger:
 
     def record_time(self, round: str, phase: str, master_seconds: float,
                     wall_seconds: float, worker_seconds) -> None:
-        """Keep the timing of one round (``worker_seconds``: each worker's step time)."""
+        """Keep one round and its timing (``worker_seconds``: each worker's step time).
+
+        Every round of a cluster is recorded here once, so :meth:`n_rounds` counts them.
+        """
         worker_seconds = np.asarray(worker_seconds, dtype=float)
         slowest = float(worker_seconds.max()) if worker_seconds.size else 0.0
         self._times.append(RoundTime(round, phase, float(master_seconds), float(wall_seconds),
@@ -198,6 +201,28 @@ class Ledger:
             row["wall"] += t.wall_seconds
             row["slowest worker"] += t.slowest_worker_seconds
             row["workers"] += t.worker_seconds
+        return table
+
+    def n_rounds(self, phase: str | None = "fit") -> int:
+        """Communication rounds of the phase: one per ``scatter_map`` (or secure sum), each a
+        round trip from the master to every worker and back, whatever its words.
+
+        Examples
+        --------
+        >>> ledger = Ledger()
+        >>> ledger.record_time("a", "fit", 0.0, 0.1, [0.05, 0.04])
+        >>> ledger.record_time("a", "fit", 0.0, 0.1, [0.05, 0.04])
+        >>> ledger.n_rounds(), ledger.rounds_by_name()
+        (2, {'a': 2})
+        """
+        return len(self.times(phase))
+
+    def rounds_by_name(self, phase: str | None = "fit") -> dict[str, int]:
+        """``{round name: rounds}`` in the order the names first appeared (a name repeats
+        for iterations and top-ups)."""
+        table: dict[str, int] = {}
+        for t in self.times(phase):
+            table[t.round] = table.get(t.round, 0) + 1
         return table
 
     def total_seconds(self, phase: str | None = "fit") -> float:

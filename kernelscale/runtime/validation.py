@@ -232,7 +232,7 @@ def count_nonfinite(X) -> int:
 SPARSE, OVERFLOW, UNDERFLOW = 1, 2, 4
 
 
-@worker_step
+@worker_step(discloses="aggregates")
 def describe_partition(state: WorkerState):
     """Worker step: normalise the partition and report (rows, features, flags, bad)."""
     state.data = as_float_matrix(state.data)

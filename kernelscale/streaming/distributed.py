@@ -24,7 +24,12 @@ from kernelscale.streaming.frequent_directions import FrequentDirections
 from kernelscale.streaming.skpca import StreamingMethod
 
 
-@worker_step
+def _sketch_disclosure(message: dict) -> str:
+    """A Nystrom sketch's state is its reservoir of raw rows; the others' are aggregates."""
+    return "rows" if message["model"]["method"] == "nystrom" else "aggregates"
+
+
+@worker_step(discloses=_sketch_disclosure)
 def sketch_partition(state: WorkerState, message: dict):
     """Worker step: stream the partition through a fresh sketch, reply with its state."""
     seeds, config = message["seed"], message["model"]

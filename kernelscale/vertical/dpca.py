@@ -110,7 +110,7 @@ def ring_neighbourhoods(n_parties: int, size: int) -> list[np.ndarray]:
 # ----------------------------------------------------------------------------- worker steps
 
 
-@worker_step
+@worker_step(discloses="per-row")
 def initial_partial_scores(state, seed: int, n_components: int, n_features_total: int):
     """Worker step: ``C0_j A_j^T`` with a random ``C0_j`` (the reference code's ``Y = C X``)."""
     rng = np.random.default_rng(seed)
@@ -120,7 +120,7 @@ def initial_partial_scores(state, seed: int, n_components: int, n_features_total
     return np.asarray((state.data @ loadings.T).T)
 
 
-@worker_step
+@worker_step(discloses="nothing")
 def start_consensus(state, scores: np.ndarray, neighbours: np.ndarray):
     """Worker step: keep the initial scores, the neighbourhood, zero multipliers."""
     state.scores = scores.copy()
@@ -129,14 +129,14 @@ def start_consensus(state, scores: np.ndarray, neighbours: np.ndarray):
     state.loadings = np.zeros((scores.shape[0], state.data.shape[1]))
 
 
-@worker_step
+@worker_step(discloses="nothing")
 def update_loadings(state) -> None:
     """Worker step (outer iteration): ``C_j = (Y_j Y_j^T)^{-1} Y_j A_j``."""
     Y = state.scores
     state.loadings = np.linalg.solve(Y @ Y.T, np.asarray((state.data.T @ Y.T).T))
 
 
-@worker_step
+@worker_step(discloses="per-row")
 def dual_update(state, neighbour_scores: dict, penalty: float) -> dict:
     """Worker step (ADMM round 1): ``V_j[i] += c/2 (Y_j - Y_i)``; send ``V_j[i]`` to ``i``."""
     state.neighbour_scores = neighbour_scores
@@ -148,7 +148,7 @@ def dual_update(state, neighbour_scores: dict, penalty: float) -> dict:
     return {i: state.multipliers[i] for i in state.neighbours if i != state.worker}
 
 
-@worker_step
+@worker_step(discloses="per-row")
 def primal_update(state, neighbour_multipliers: dict, penalty: float) -> np.ndarray:
     """Worker step (ADMM round 2): the scores update of the module docstring; send ``Y_j``."""
     C, Y = state.loadings, state.scores
@@ -163,7 +163,7 @@ def primal_update(state, neighbour_multipliers: dict, penalty: float) -> np.ndar
     return state.scores
 
 
-@worker_step
+@worker_step(discloses="aggregates")
 def report_loadings(state) -> np.ndarray:
     """Worker step (evaluation only): the party's loadings ``C_j``."""
     return state.loadings

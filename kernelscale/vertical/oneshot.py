@@ -163,7 +163,7 @@ def check_vertical_kernel(kernel: Kernel) -> Kernel:
     return kernel
 
 
-@worker_step
+@worker_step(discloses="aggregates")
 def describe_block(state) -> np.ndarray:
     """Worker step: normalise the party's block, report (rows, features, sparse, non-finite)."""
     state.data = as_float_matrix(state.data)
@@ -225,7 +225,7 @@ def kernel_on_party(kernel: Kernel) -> Kernel:
 # ----------------------------------------------------------------------------- worker steps
 
 
-@worker_step
+@worker_step(discloses="per-row")
 def local_eigenpairs(state, kernel_params: dict, n_local_components: int, chunk_size: int):
     """Worker step 1 (Algorithm 1 of 002): top-D eigenpairs of the local kernel ``K_j``."""
     kernel = kernel_on_party(Kernel.from_dict(kernel_params))

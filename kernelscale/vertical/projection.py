@@ -36,7 +36,7 @@ from kernelscale.runtime.steps import worker_step
 from kernelscale.vertical.oneshot import VerticalKPCAModel, validate_vertical
 
 
-@worker_step
+@worker_step(discloses="per-row")
 def partial_linear_projection(state, n_fit: int, coefficients: np.ndarray, chunk_size: int):
     """Worker step (eq. (9) of 002): ``y_j^T X_j^T [V, 1]`` for every new sample ``y``."""
     train, new = state.data[:n_fit], state.data[n_fit:]
@@ -47,7 +47,7 @@ def partial_linear_projection(state, n_fit: int, coefficients: np.ndarray, chunk
     return out
 
 
-@worker_step
+@worker_step(discloses="per-row")
 def partial_kernel_statistic(state, n_fit: int, start: int, stop: int, statistic: str):
     """Worker step (eq. (10) of 002): partial distances or inner products, new x training."""
     train = state.data[:n_fit]
