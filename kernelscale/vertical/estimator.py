@@ -36,6 +36,7 @@ from kernelscale.runtime import Ledger
 from kernelscale.runtime.inputs import is_loader, is_loader_list, load_partition
 from kernelscale.runtime.validation import check_real
 from kernelscale.vertical.model_state import restore_vertical, vertical_state
+from kernelscale.vertical.nodes import NodeBlock
 from kernelscale.vertical.oneshot import VERTICAL_KERNELS, one_shot_kpca, validate_vertical
 from kernelscale.vertical.projection import vertical_transform
 
@@ -112,10 +113,17 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         ``X`` has a single feature). Ignored when ``fit`` gets the blocks.
     chunk_size : int, default=4096
         Rows per block of kernel evaluation and per projection round.
-    backend : {'local', 'dask'}, default='local'
-        Run the parties in-process, or each in a Dask actor (same result, same words).
-    client : distributed.Client, optional
-        The Dask client for ``backend='dask'``.
+    backend : {'local', 'dask', 'flower'}, default='local'
+        Run the parties in-process, each in a Dask actor, or each on its Flower
+        SuperNode (same result, same words). On Flower the blocks stay on the
+        nodes: ``fit(key)`` and ``transform(key)`` name the node-config key of
+        the parties' files (the training blocks, then the new samples' blocks).
+    client : distributed.Client, str, dict or FlowerCluster, optional
+        The Dask client for ``backend='dask'``; for ``backend='flower'``, the
+        SuperLink as :func:`~kernelscale.backends.flower.cluster.flower_cluster`
+        takes it (``"host:port"``, a connection name, a dict of options, or a
+        ready ``FlowerCluster``). The number of parties is the cluster's, or
+        ``feature_blocks`` (an int).
     retry_lost : bool, default=False
         Dask only: rebuild a party whose worker died on a live worker (reloaded from
         its loader or scattered again; the extra words go to the phase 'recovery')
@@ -251,10 +259,13 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), list of arrays, or list of loaders
+        X : array-like of shape (n_samples, n_features), list of arrays, list of loaders, \
+str or None
             All features of the training samples (split over parties by
             ``feature_blocks``), or one block per party (the same samples in the same
-            order, each party's columns), or one loader per party.
+            order, each party's columns), or one loader per party. With
+            ``backend='flower'``: the node-config key of the parties' block files
+            (None: the client cluster's own key).
         y : None
             Ignored.
 
@@ -273,6 +284,8 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                 f"{what} does not split over feature blocks; the vertical setting takes "
                 f"{', '.join(VERTICAL_KERNELS)}."
             )
+        if self.backend == "flower":
+            return self._fit_on_nodes(X)
         if is_loader_list(X):
             return self._fit_loaders(list(X))
         if _is_block_list(X):
@@ -295,9 +308,10 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             blocks = [np.ascontiguousarray(X[:, cols]) for cols in self.feature_blocks_]
         return self._fit_cluster(self._make_cluster(blocks), blocks[0].shape[0], blocks)
 
-    def _fit_loaders(self, loaders):
-        """Fit on one loader per party: the blocks are loaded (on Dask: on the workers)."""
-        cluster = self._make_cluster(loaders)
+    def _fit_loaders(self, loaders, cluster=None):
+        """Fit on one loader per party: the blocks are loaded (on Dask: on the workers;
+        on Flower they are the nodes' files, ``cluster`` given)."""
+        cluster = self._make_cluster(loaders) if cluster is None else cluster
         try:
             info = validate_vertical(cluster)
         except BaseException:
@@ -309,6 +323,33 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         if hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         return self._fit_cluster(cluster, info.n_samples, loaders)
+
+    def _flower_parties(self) -> int:
+        """How many SuperNodes hold a block: the client cluster's, or ``feature_blocks``."""
+        from kernelscale.runtime import Cluster
+
+        if isinstance(self.client, Cluster):
+            return self.client.n_workers
+        if isinstance(self.feature_blocks, int) and not isinstance(self.feature_blocks, bool):
+            return int(self.feature_blocks)
+        raise ValueError("With backend='flower' give the number of parties: "
+                         "feature_blocks=<number of SuperNodes>, or client=FlowerCluster(..., "
+                         "n_workers=<number>).")
+
+    def _node_cluster(self, n_parties: int, data_key):
+        from kernelscale.backends.flower.cluster import flower_cluster
+
+        return flower_cluster(n_parties, self.client, data_key, **cluster_options(self))
+
+    def _fit_on_nodes(self, key):
+        """Fit on the blocks the parties' SuperNodes hold under the node-config key ``key``."""
+        if key is not None and not isinstance(key, str):
+            raise TypeError("With backend='flower' the blocks stay on the SuperNodes: "
+                            "fit('<node-config key>') (or fit(None) for the cluster's own "
+                            f"key), not {type(key).__name__}.")
+        cluster = self._node_cluster(self._flower_parties(), key)
+        return self._fit_loaders([NodeBlock(str(cluster.data_key))] * cluster.n_workers,
+                                 cluster)
 
     def _fit_cluster(self, cluster, n_samples, fit_blocks):
         """Run the one-shot protocol on the parties' cluster (closed afterwards)."""
@@ -354,9 +395,11 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
         Parameters
         ----------
-        X : array-like of shape (n_new, n_features), list of arrays, or list of loaders
+        X : array-like of shape (n_new, n_features), list of arrays, list of loaders or str
             The new samples (all features), their blocks (one per party, the columns
-            of ``feature_blocks_``) or one loader per party.
+            of ``feature_blocks_``) or one loader per party. With
+            ``backend='flower'``: the node-config key under which every party's
+            SuperNode holds its block of the new samples.
 
         Returns
         -------
@@ -367,6 +410,8 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             distances, never their features.
         """
         check_is_fitted(self)
+        if self.backend == "flower":
+            return self._transform_on_nodes(X)
         if is_loader_list(X):
             if len(X) != len(self.feature_blocks_):
                 raise ValueError(
@@ -401,6 +446,27 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             cluster.close()
         return like_input(Z, new_blocks[0]), cluster.ledger
 
+    def _transform_on_nodes(self, key) -> tuple[np.ndarray, Ledger]:
+        """Each party's node stacks its training block and its block of new samples
+        (node-config key ``key``) and sends only partial statistics (eq. (9), (10))."""
+        if not isinstance(key, str) or not key:
+            raise TypeError("With backend='flower' the new samples are on the SuperNodes: "
+                            "transform('<node-config key of their blocks>'), not "
+                            f"{type(key).__name__}.")
+        trained = {getattr(block, "key", None) for block in self.X_fit_blocks_}
+        if len(trained) != 1 or None in trained:
+            raise ValueError("This VerticalKernelPCA was not fitted on Flower SuperNodes (its "
+                             "training blocks are not on the nodes); transform it with the "
+                             "backend it was fitted on.")
+        cluster = self._node_cluster(len(self.feature_blocks_), (trained.pop(), key))
+        desc = f"{type(self).__name__}.transform"
+        try:
+            with verbosity(self.verbose), track_rounds(cluster, LOGGER, desc, self.verbose):
+                Z = vertical_transform(cluster, self.model_, chunk_size=int(self.chunk_size))
+        finally:
+            cluster.close()
+        return Z, cluster.ledger
+
     def _make_cluster(self, blocks):
         return make_cluster(blocks, self.backend, self.client, **cluster_options(self))
 
@@ -409,7 +475,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
         Parameters
         ----------
-        X : array-like of shape (n_new, n_features), list of arrays, or list of loaders
+        X : array-like of shape (n_new, n_features), list of arrays, list of loaders or str
             The new samples, as for :meth:`distributed_transform`.
 
         Returns

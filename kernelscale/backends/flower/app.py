@@ -48,6 +48,7 @@ from flwr.serverapp import Grid, ServerApp
 from kernelscale.backends.flower.fitting import fit_app
 from kernelscale.backends.flower.grid import grid_round, short_object_waits
 from kernelscale.backends.flower.node import hello, run_step
+from kernelscale.backends.flower.operator_settings import operator_roster
 from kernelscale.backends.flower.wire import HEADER, from_bytes, put_payload, send, to_bytes
 
 # ----------------------------------------------------------------- the worker (ClientApp)
@@ -113,6 +114,11 @@ def relay(grid: Grid, context: Context) -> None:
             try:
                 if op == "nodes":
                     send(connection, {"nodes": [int(n) for n in grid.get_node_ids()]})
+                elif op == "roster":  # the operator's, from this process's environment
+                    roster = operator_roster()
+                    send(connection, {"roster": None if roster is None else
+                                      {str(p): n for p, n in roster.items()},
+                                      "source": getattr(roster, "source", "")})
                 elif op == "round":
                     blobs = [connection.recv_bytes() for _ in request["messages"]]
                     relay_round(grid, connection, request, blobs)

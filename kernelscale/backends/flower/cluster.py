@@ -104,10 +104,12 @@ class FlowerCluster(FlowerRounds):
         The name of a SuperLink connection in your Flower configuration
         (``$FLWR_HOME/config.toml``, ``~/.flwr`` by default), with its address and
         TLS settings, instead of ``superlink``.
-    data_key : str, default="partition-path"
+    data_key : str or tuple of str, default="partition-path"
         The node-config key holding the file of the node's partition (read with
         ``kernelscale.datasets.load`` on the node). A node may hold several
-        data sets under different keys (e.g. a vertical block).
+        data sets under different keys (e.g. a vertical block); a tuple of keys
+        stacks their files row-wise (a vertical party's training block, then its
+        new samples).
     timeout : float, default=600
         Seconds a round may take before the nodes that did not answer are lost.
     lost : {"error", "drop"}, default="error"
@@ -242,6 +244,7 @@ class FlowerCluster(FlowerRounds):
                 f"The kernelscale ServerApp did not connect within {start_timeout:g} s "
                 f"(is a SuperLink listening on {self.where}?).\n{self._run_log()}")
         self._connection = accepted["connection"]
+        self.roster = self._operator_roster()
         self._find_nodes(deadline)
         self.startup_seconds = time.perf_counter() - start
 
@@ -261,6 +264,16 @@ class FlowerCluster(FlowerRounds):
         return path.read_text(errors="replace")[-3000:] if path.exists() else ""
 
     # ------------------------------------------------------------------ relay I/O
+    def _operator_roster(self):
+        """The operator's roster as the relay ServerApp (on the SuperLink's side) reads it."""
+        from kernelscale.backends.flower.operator_settings import Roster
+
+        reply = self._request({"op": "roster"})
+        if reply["roster"] is None:
+            return None
+        return Roster({int(p): int(n) for p, n in reply["roster"].items()},
+                      source=str(reply["source"]))
+
     def _list_nodes(self) -> list[int]:
         return list(self._request({"op": "nodes"})["nodes"])
 
@@ -352,7 +365,7 @@ class FlowerCluster(FlowerRounds):
 
 
 
-def flower_cluster(data, client, data_key: str | None = None, timeout: float = 600.0):
+def flower_cluster(data, client, data_key=None, timeout: float = 600.0):
     """A FlowerCluster with ``data`` SuperNodes, reached as ``client`` says (``make_cluster``).
 
     ``client`` is one of:
@@ -375,7 +388,7 @@ def flower_cluster(data, client, data_key: str | None = None, timeout: float = 6
                     f"fit({data_key!r}) names the node-config key of the SuperNodes' "
                     f"partition files; the {type(client).__name__} given as client holds "
                     "its partitions: fit(None).")
-            client.data_key = str(data_key)
+            client.data_key = data_key
         return client
     if isinstance(client, str) and client:
         options = ({"superlink": client} if ":" in client

@@ -28,10 +28,16 @@ import time
 
 import numpy as np
 
+from kernelscale.backends.flower.operator_settings import ROSTER_ENV
 from kernelscale.runtime.cluster import Cluster, WorkerError
 from kernelscale.runtime.ledger import DOWN, UP, Message
 from kernelscale.runtime.lost import LOST_POLICIES, scale_reply
 from kernelscale.runtime.steps import step_name
+
+#: Seconds the hello waits for the nodes that had not answered once every partition
+#: has a node (a second claim on a partition must not go unseen).
+HELLO_GRACE_SECONDS = 2.0
+WAITING_SAY_SECONDS = 10.0  # how often a run waiting for its nodes says which are missing
 
 
 class FlowerRounds(Cluster):
@@ -39,7 +45,10 @@ class FlowerRounds(Cluster):
 
     Parameters are those of :class:`~kernelscale.backends.flower.cluster.FlowerCluster`
     that concern the rounds: ``n_workers``, ``data_key``, ``timeout``, ``lost`` and
-    the ``secure_*`` options.
+    the ``secure_*`` options; and ``roster``, the operator's
+    :class:`~kernelscale.backends.flower.operator_settings.Roster` (None: the nodes'
+    own claims), and ``say``, a function that takes a line of progress while the
+    cluster waits for its nodes.
     """
 
     show_progress = True
@@ -48,7 +57,7 @@ class FlowerRounds(Cluster):
     def __init__(self, n_workers: int, *, data_key: str = "partition-path",
                  timeout: float = 600.0, lost: str = "error", secure_rounds=None,
                  secure_range: float = 1e4, secure_levels: int = 2**24,
-                 secure_threshold: float = 2 / 3):
+                 secure_threshold: float = 2 / 3, roster=None, say=None):
         if lost not in LOST_POLICIES:
             raise ValueError(f"lost must be one of {LOST_POLICIES}, got {lost!r}.")
         if not timeout > 0:
@@ -64,11 +73,25 @@ class FlowerRounds(Cluster):
         self.secure_range, self.secure_levels = float(secure_range), int(secure_levels)
         self.secure_threshold = float(secure_threshold)
         self.secure_views: dict = {}
-        self.data_key = str(data_key)
+        self.data_key = data_key
         self.timeout, self.lost = float(timeout), lost
         self.node_ids: list[int] = []
+        self.node_policies: list[str] = []
+        self.roster = roster
+        self.say = _silent if say is None else say
         self._epoch = 0
         self._reduce = None
+        self._reply_kind = "sketch"
+
+    @property
+    def data_key(self):
+        """The node-config key of the data the steps run on: one key, or a tuple of keys
+        whose files each node stacks row-wise."""
+        return self._data_key
+
+    @data_key.setter
+    def data_key(self, value) -> None:
+        self._data_key = check_data_key(value)
 
     # ------------------------------------------------------------------ transport
     def _list_nodes(self) -> list[int]:
@@ -99,41 +122,119 @@ class FlowerRounds(Cluster):
         self._find_nodes(time.monotonic() + float(timeout))
 
     def _find_nodes(self, deadline: float) -> None:
-        """Wait for ``n_workers`` SuperNodes, then map partition ids to node ids (hello).
+        """Map partition ids to node ids (``node_ids``): the operator's roster, else the
+        nodes' own claims (hello), refusing two nodes that claim one partition.
 
-        A node killed recently is still listed until its heartbeat is overdue, so
-        the hello ends as soon as ``n_workers`` nodes answered (Flower's error for a
-        lost node is no answer), and goes also to the nodes that join while it waits
-        (a node started again), until the deadline.
+        With a roster (``self.roster``, ``{partition: node}``) only the rostered nodes
+        of partitions 0 to ``n_workers - 1`` are asked, once all of them are connected,
+        and each must say it holds its rostered partition; any other node is ignored.
+        Without one, every connected node is asked. The hello ends as soon as a node
+        answered for every partition (a node killed recently is still listed until its
+        heartbeat is overdue, and answers nothing); the nodes that had not answered then
+        get a short second chance (:data:`HELLO_GRACE_SECONDS`), so that a second claim
+        on a partition is seen, not silently ignored.
         """
-        while True:
-            nodes = sorted(self._list_nodes())
-            if len(nodes) >= self.n_workers:
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"Only {len(nodes)} of {self.n_workers} SuperNodes connected "
-                                   f"to {self.where}.")
-            time.sleep(0.2)
-        hello = self._records({"op": "hello", "data-key": self.data_key})
+        wanted = self._rostered_nodes()
+        nodes = self._wait_for_nodes(deadline, wanted)
+        if wanted is not None:
+            nodes = sorted(wanted.values())
+        hello = self._records({"op": "hello", "data-key": _wire_key(self.data_key)})
         events = self._round("hello", [(n, hello) for n in nodes],
                              max(1.0, deadline - time.monotonic()), need=self.n_workers,
-                             joined=nodes)
-        by_partition: dict[int, int] = {}
-        for index, (event, content) in events.items():
+                             joined=None if wanted is not None else nodes)
+        claims = self._claims(nodes, events)
+        silent = [n for n in nodes if n not in claims]
+        if wanted is None and silent:
+            late = self._round("hello", [(n, hello) for n in silent],
+                               min(HELLO_GRACE_SECONDS, max(0.1, deadline - time.monotonic())))
+            claims.update(self._claims(silent, late))
+        self.node_ids, self.node_policies = self._assign(claims, wanted)
+
+    def _rostered_nodes(self) -> dict | None:
+        """``{partition: node}`` of the roster for partitions 0..n_workers-1 (None: no roster)."""
+        if self.roster is None:
+            return None
+        missing = [p for p in range(self.n_workers) if p not in self.roster]
+        if missing:
+            raise ValueError(f"{self.roster.source} binds no node to partition(s) {missing}; "
+                             f"this run needs partitions 0 to {self.n_workers - 1}.")
+        return {p: int(self.roster[p]) for p in range(self.n_workers)}
+
+    def _wait_for_nodes(self, deadline: float, wanted: dict | None) -> list[int]:
+        """The listed nodes, once ``n_workers`` of them (the rostered ones) are connected;
+        says every 10 s which are missing."""
+        next_say = time.monotonic() + WAITING_SAY_SECONDS
+        while True:
+            nodes = sorted(self._list_nodes())
+            if wanted is None:
+                if len(nodes) >= self.n_workers:
+                    return nodes
+                missing = f"{self.n_workers - len(nodes)} more"
+            else:
+                absent = {p: n for p, n in wanted.items() if n not in nodes}
+                if not absent:
+                    return nodes
+                missing = ", ".join(f"node {n} (partition {p})" for p, n in absent.items())
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"Only {len(nodes)} SuperNodes are connected to {self.where} and this run "
+                    f"needs {missing}: is every party's node running, with its key "
+                    "registered (flwr supernode register)? start-timeout sets this wait.")
+            if time.monotonic() > next_say:
+                self.say(f"kernelscale: waiting for SuperNodes: {missing} "
+                         f"({max(0.0, deadline - time.monotonic()):.0f} s left)")
+                next_say = time.monotonic() + WAITING_SAY_SECONDS
+            time.sleep(0.2)
+
+    @staticmethod
+    def _claims(nodes: list[int], events: dict) -> dict:
+        """``{node: (partition id, policy)}`` of the nodes that answered the hello."""
+        claims = {}
+        for index, (event, content) in sorted(events.items()):
+            if index >= len(nodes):
+                continue  # a node that joined during the hello: appended to ``nodes``
             if event == "error":  # Flower's error for a node that answered
                 raise RuntimeError(f"SuperNode {nodes[index]} did not say hello: {content}")
             if event == "reply" and "error" in content["kernelscale"]:
                 raise RuntimeError(f"SuperNode {nodes[index]} did not say hello: "
                                    f"{content['kernelscale']['error']}")
             if event == "reply":
-                by_partition[int(content["kernelscale"]["partition-id"])] = nodes[index]
+                header = content["kernelscale"]
+                claims[nodes[index]] = (int(header["partition-id"]),
+                                        str(header.get("policy", "")))
+        return claims
+
+    def _assign(self, claims: dict, wanted: dict | None) -> tuple[list[int], list[str]]:
+        """Node ids and policies of partitions 0..n_workers-1 from the nodes' claims."""
+        if wanted is not None:
+            for partition, node in wanted.items():
+                if node in claims and claims[node][0] != partition:
+                    raise ValueError(
+                        f"SuperNode {node} holds partition-id {claims[node][0]} in its node "
+                        f"config, but {self.roster.source} binds it to partition {partition}; "
+                        "the operator's roster and the party's node config must agree.")
+            by_partition = {p: [n] for p, n in wanted.items() if n in claims}
+        else:
+            by_partition: dict[int, list[int]] = {}
+            for node, (partition, _) in sorted(claims.items()):
+                by_partition.setdefault(partition, []).append(node)
+            doubled = {p: n for p, n in by_partition.items() if len(n) > 1}
+            if doubled:
+                partition, both = min(doubled.items())
+                raise ValueError(
+                    f"SuperNodes {' and '.join(map(str, both))} both claim partition-id "
+                    f"{partition}: the run is refused, since either could hold another "
+                    "party's rows. The operator binds each node to its partition with a "
+                    f"roster ({ROSTER_ENV}, docs/flower.md); or stop the node that should "
+                    "not be there.")
         missing = [i for i in range(self.n_workers) if i not in by_partition]
         if missing:
             raise ValueError(
                 f"No SuperNode holds partition(s) {missing}; the nodes hold "
                 f"{sorted(by_partition)}. Start each node with --node-config "
-                f"'partition-id=<i> {self.data_key}=\"<file>\"'.")
-        self.node_ids = [by_partition[i] for i in range(self.n_workers)]
+                f"'partition-id=<i> {_wire_key(self.data_key)}=\"<file>\"'.")
+        nodes = [by_partition[i][0] for i in range(self.n_workers)]
+        return nodes, [claims[n][1] for n in nodes]
 
     @staticmethod
     def _records(header: dict, args=None):
@@ -156,12 +257,12 @@ class FlowerRounds(Cluster):
                     reduce=None):
         if reduce == "sum" and self.is_secure(round):
             return self._secure_round(step, per_worker_args, round, kind)
-        self._reduce = reduce
+        self._reduce, self._reply_kind = reduce, reply_kind
         try:
             return super().scatter_map(step, per_worker_args, round=round, kind=kind,
                                        reply_kind=reply_kind, reduce=reduce)
         finally:
-            self._reduce = None
+            self._reduce, self._reply_kind = None, "sketch"
 
     def worker_name(self, worker: int) -> str:
         return f"node {self.node_ids[worker]}"
@@ -182,7 +283,8 @@ class FlowerRounds(Cluster):
         live = [w for w in range(self.n_workers) if w not in self.lost_workers]
         messages = [(self.node_ids[w], self._records(
             {"op": "step", "step": name, "round": round, "epoch": self._epoch, "worker": w,
-             "data-key": self.data_key}, per_worker_args[w])) for w in live]
+             "data-key": _wire_key(self.data_key), "reply-kind": self._reply_kind},
+            per_worker_args[w])) for w in live]
         events = self._round(round, messages, self.timeout)
         failures: dict[int, str] = {}
         lost: dict[int, str] = {}
@@ -232,7 +334,7 @@ class FlowerRounds(Cluster):
                 self.ledger.record(round, self._phase, DOWN, kind, worker, arg)
         contents = [self._records(
             {"op": "step", "step": name, "round": round, "epoch": self._epoch, "worker": w,
-             "data-key": self.data_key, "secure-range": self.secure_range},
+             "data-key": _wire_key(self.data_key), "secure-range": self.secure_range},
             tuple(per_worker_args[w])) for w in live]
         threshold = max(2, round_half(self.secure_threshold * len(live)))
         header = {"op": "secure_sum", "round": round, "timeout": self.timeout,
@@ -299,4 +401,24 @@ def round_half(x: float) -> int:
     return int(np.floor(x + 0.5))
 
 
-__all__ = ["FlowerRounds", "round_half"]
+def check_data_key(value):
+    """A node-config key (str), or a tuple of them (files stacked row-wise on the node)."""
+    if isinstance(value, str) and value:
+        return value
+    if (isinstance(value, (tuple, list)) and value
+            and all(isinstance(k, str) and k for k in value)):
+        return tuple(value) if len(value) > 1 else value[0]
+    raise ValueError(f"data_key must be a node-config key (a non-empty str) or a tuple of "
+                     f"them, not {value!r}.")
+
+
+def _wire_key(data_key):
+    """The data key as a message header holds it (a list for several keys)."""
+    return list(data_key) if isinstance(data_key, tuple) else data_key
+
+
+def _silent(text: str) -> None:
+    return None
+
+
+__all__ = ["FlowerRounds", "HELLO_GRACE_SECONDS", "check_data_key", "round_half"]
