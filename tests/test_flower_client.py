@@ -119,3 +119,36 @@ def test_contradictory_tls_options_are_refused_before_any_process(tmp_path):
         FlowerCluster(None, 3)
     with pytest.raises(FileNotFoundError, match="root_certificates: no such file"):
         FlowerCluster("127.0.0.1:1", 3, root_certificates=tmp_path / "missing.crt")
+
+
+def test_vertical_kpca_fits_and_transforms_on_the_nodes_blocks(tmp_path):
+    """backend="flower": fit(key) on the blocks the nodes hold, transform(key) on the new
+    samples' blocks, each node stacking its two files; the model file keeps the key, and
+    the loaded model transforms through the nodes again (issue 43, item 6)."""
+    from protocol_recording import FILES, NEW, RecordingNodes, X
+
+    from kernelscale import VerticalKernelPCA
+    from kernelscale.model import load_model, save_model
+    from kernelscale.vertical.nodes import NodeBlock
+
+    options = dict(n_components=2, gamma=0.5, n_local_components=4)
+    local = VerticalKernelPCA(**options, feature_blocks=3).fit(X)
+    nodes = RecordingNodes()
+    flower = VerticalKernelPCA(**options, backend="flower", client=nodes).fit("block-path")
+    assert flower.X_fit_blocks_ == [NodeBlock("block-path")] * 3
+    assert _fit_ledger(flower.communication_) == _fit_ledger(local.communication_)
+    expected = local.transform(NEW)
+    np.testing.assert_allclose(flower.transform("new-block-path"), expected, atol=1e-10)
+    assert nodes.data_key == ("block-path", "new-block-path")
+    save_model(flower, tmp_path / "v.npz")
+    loaded = load_model(tmp_path / "v.npz")
+    assert loaded.X_fit_blocks_ == [NodeBlock("block-path")] * 3
+    loaded.set_params(client=RecordingNodes(FILES))
+    np.testing.assert_allclose(loaded.transform("new-block-path"), expected, atol=1e-10)
+    with pytest.raises(TypeError, match=r"transform\('<node-config key"):
+        loaded.transform(NEW)
+    with pytest.raises(ValueError, match="feature_blocks=<number of SuperNodes>"):
+        VerticalKernelPCA(backend="flower", client="127.0.0.1:1").fit("block-path")
+    local.set_params(backend="flower", client=RecordingNodes(FILES))
+    with pytest.raises(ValueError, match="not fitted on Flower SuperNodes"):
+        local.transform("new-block-path")

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
+import math
 from pathlib import Path
+
+from kernelscale.backends.flower.operator_settings import check_output_name, models_folder
+from kernelscale.runtime.lost import LOST_POLICIES
 
 #: The estimators a run may name, and where they live.
 ESTIMATORS = {
@@ -115,15 +118,114 @@ def ledger_path(output) -> Path:
     return output.with_name(output.stem + ".ledger.csv")
 
 
-def build_estimator(config: dict):
-    """``(estimator, run options)`` from a run config; every parameter checked, nothing run."""
+def run_record_path(output) -> Path:
+    """Where the run's record goes beside the model: ``model.npz`` -> ``model.run.json``."""
+    output = Path(output)
+    return output.with_name(output.stem + ".run.json")
+
+
+def _check_run_options(options: dict) -> None:
+    """Every run key by type, before anything runs (``"false"`` is a string, not false)."""
+    def number(key, positive=True):
+        value = options[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value) or (positive and value <= 0):
+            raise ValueError(f"{key}={value!r}: give a positive number of seconds, unquoted "
+                             f"(e.g. {key}={RUN_DEFAULTS[key]!r}).")
+
+    if not isinstance(options["estimator"], str):
+        raise ValueError(f"estimator={options['estimator']!r}: give the estimator's name, "
+                         f"quoted, one of {', '.join(ESTIMATORS)}.")
+    if not isinstance(options["overwrite"], bool):
+        raise ValueError(f"overwrite={options['overwrite']!r}: give true or false, unquoted "
+                         "(overwrite=true); a quoted \"false\" is a string.")
+    workers = options["n-workers"]
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise ValueError(f"n-workers={workers!r}: give a whole number >= 0, unquoted (0: every "
+                         "node of the roster, or every node connected without one).")
+    if not isinstance(options["data-key"], str) or not options["data-key"]:
+        raise ValueError(f"data-key={options['data-key']!r}: give the node-config key of the "
+                         "parties' data files, quoted, e.g. data-key=\"partition-path\".")
+    number("timeout")
+    number("start-timeout")
+    if options["lost"] not in LOST_POLICIES:
+        raise ValueError(f"lost={options['lost']!r}: give \"error\" (a lost node fails the "
+                         "run) or \"drop\" (the fit goes on without it).")
+    if not isinstance(options["secure-rounds"], str):
+        raise ValueError(f"secure-rounds={options['secure-rounds']!r}: give \"all\" or the "
+                         "names of summed rounds, quoted and comma-separated.")
+    value = options["secure-range"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"secure-range={value!r}: give a positive number, unquoted (every "
+                         "number of a secure reply lies within +-secure-range).")
+
+
+def secure_round_names(text: str, estimator: str):
+    """``None``, ``"all"`` or the summed rounds named in ``text``; a name that is not a
+    summed round of ``estimator``'s protocols is refused, naming those rounds."""
+    from kernelscale.backends.flower.protocols import summed_rounds
+
+    text = text.strip()
+    if not text:
+        return None
+    if text == "all":
+        return "all"
+    known = summed_rounds(estimator)
+    names, unknown, pieces = [], [], []
+    for piece in text.split(","):  # a round's own name may hold commas: k(Y,A_i)
+        pieces.append(piece)
+        name = ",".join(pieces).strip()
+        if name in known:
+            names.append(name)
+        elif any(k.startswith(name + ",") for k in known):
+            continue  # the rest of a name with a comma follows
+        elif name:
+            unknown.append(name)
+        pieces = []
+    if pieces:
+        unknown.append(",".join(pieces).strip())
+    if unknown:
+        raise ValueError(
+            f"secure-rounds names {', '.join(map(repr, unknown))}, which "
+            f"{'is' if len(unknown) == 1 else 'are'} not a summed round of {estimator}; its "
+            f"summed rounds are {', '.join(map(repr, known)) or 'none'} (or give \"all\").")
+    return names
+
+
+def output_target(name, overwrite: bool, environ=None) -> Path:
+    """The model file ``name`` in the operator's model folder, checked before any round."""
+    folder = models_folder(environ)
+    path = folder / check_output_name(name)
+    for target in (path, ledger_path(path), run_record_path(path)):
+        if target.is_dir():
+            raise IsADirectoryError(f"output {name!r}: {target} is a folder in the operator's "
+                                    "model folder; give another file name.")
+        if (target.exists() or target.is_symlink()) and not overwrite:
+            raise FileExistsError(f"output {name!r}: {target.name} exists in the operator's "
+                                  "model folder; give another name, or overwrite=true.")
+    return path
+
+
+def build_estimator(config: dict, environ=None):
+    """``(estimator, run options)`` from a run config; every value checked, nothing run.
+
+    ``environ`` (default ``os.environ``) holds the operator's settings
+    (:mod:`~kernelscale.backends.flower.operator_settings`): the model folder
+    that ``output`` names a file in.
+    """
     config = dict(config)
+    unknown = [key for key in config if key.startswith("kernelscale-")]
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)}: keys of the relay ServerApp, not of the "
+                         "fitting app.")
     options = {key: config.pop(key, default) for key, default in RUN_DEFAULTS.items()}
+    _check_run_options(options)
     cls = estimator_class(str(options["estimator"]))
     allowed = set(run_parameters(cls))
     params, refused = {}, []
     for key, value in config.items():
-        if key.startswith("kernelscale-") or value == UNSET:
+        if value == UNSET:
             continue
         name = key.replace("-", "_")
         if name in allowed:
@@ -136,23 +238,11 @@ def build_estimator(config: dict):
                          f"{', '.join(sorted(p.replace('_', '-') for p in allowed))}.")
     estimator = cls(**params)
     estimator._validate_params()  # scikit-learn's check, as fit does it
-    output = str(options["output"])
-    if not output:
-        raise ValueError("output is empty: give the path of the model file on the SuperLink's "
-                         "machine, e.g. --run-config 'output=\"/srv/models/model.npz\"'.")
-    path = Path(output).expanduser()
-    for target in (path, ledger_path(path)):
-        if target.exists() and not options["overwrite"]:
-            raise FileExistsError(f"{target} exists; give another output or overwrite=true.")
-    if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
-        raise PermissionError(f"output {path}: the folder {path.parent} does not exist or is "
-                              "not writable on the SuperLink's machine.")
-    if int(options["n-workers"]) < 0:
-        raise ValueError(f"n-workers must be >= 0 (0: every node connected), got "
-                         f"{options['n-workers']}.")
-    options["output"] = path
+    options["secure-rounds"] = secure_round_names(options["secure-rounds"], cls.__name__)
+    options["output"] = output_target(options["output"], options["overwrite"], environ)
     return estimator, options
 
 
 __all__ = ["ESTIMATORS", "NOT_FROM_RUN", "RUN_DEFAULTS", "UNSET", "all_parameter_keys",
-           "build_estimator", "estimator_class", "ledger_path", "run_parameters"]
+           "build_estimator", "estimator_class", "ledger_path", "output_target",
+           "run_parameters", "run_record_path", "secure_round_names"]
