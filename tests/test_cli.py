@@ -543,7 +543,7 @@ def test_every_option_has_a_help_text():
     assert missing == []
     assert {name for name, _ in _parsers()} == {
         "kernelscale", "demo", "fit", "transform", "stream", "vertical", "bench", "plan",
-        "flower-app"}
+        "flower-app", "flower"}
 
 
 def test_help_names_the_data_formats_and_transforms_arguments(capsys):

@@ -62,7 +62,10 @@ def write_fit_app(directory, defaults: dict | None = None, force: bool = False) 
 
 
 def add_subcommand(subparsers) -> None:
-    """Register ``flower-app`` on an ``argparse`` subparsers object."""
+    """Register ``flower-app`` and ``flower run`` on an ``argparse`` subparsers object."""
+    from kernelscale.backends.flower import submit
+
+    submit.add_subcommand(subparsers)
     p = subparsers.add_parser(
         "flower-app",
         help="write a Flower app folder that fits an estimator with `flwr run`",

@@ -89,14 +89,41 @@ def probe_superlink(address: str, root_certificates=None, insecure: bool = False
     return f"a TLS handshake with {address} works; see Flower's output"
 
 
-def named_connection(name: str) -> tuple:
-    """``(address, root-certificates, insecure)`` of a connection in the Flower configuration."""
+def explain_node_failure(argv: list[str]) -> str:
+    """One line on why a SuperNode started with ``argv`` (``flower-supernode``'s arguments)
+    could not join its SuperLink: what answers there, and an unregistered key when the
+    SuperLink answers and its certificate verifies."""
+    def option(name: str):
+        for i, arg in enumerate(argv):
+            if arg == name and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+        return None
+
+    address = option("--superlink")
+    if not address:
+        return ""
+    found = probe_superlink(address, option("--root-certificates"), "--insecure" in argv)
+    if not found.startswith("a TLS handshake"):
+        return f"kernelscale: the SuperNode could not join {address}: {found}."
+    if option("--auth-supernode-private-key") is None:
+        return f"kernelscale: the SuperNode could not join {address} ({found})."
+    return (f"kernelscale: the SuperLink at {address} answers and its certificate verifies, "
+            "so it refused this node's key: the operator registers the node's public key "
+            "(flwr supernode register <key>.pub <connection>) before the node starts.")
+
+
+def named_connection(name: str | None) -> tuple:
+    """``(address, root-certificates, insecure)`` of a connection in the Flower configuration
+    (``None``: its default connection)."""
     import tomllib
 
     home = Path(os.environ.get("FLWR_HOME", Path.home() / ".flwr"))
     try:
-        config = tomllib.loads((home / "config.toml").read_text())["superlink"][name]
-    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        links = tomllib.loads((home / "config.toml").read_text())["superlink"]
+        config = links[links["default"] if name is None else name]
+    except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError):
         return None, None, False
     return (config.get("address"), config.get("root-certificates"),
             bool(config.get("insecure", False)))
@@ -108,5 +135,5 @@ def flwr_command() -> str:
     return str(candidate) if candidate.exists() else (shutil.which("flwr") or "flwr")
 
 
-__all__ = ["check_tls_options", "connection_toml", "flower_env", "flwr_command",
-           "named_connection", "probe_superlink"]
+__all__ = ["check_tls_options", "connection_toml", "explain_node_failure", "flower_env",
+           "flwr_command", "named_connection", "probe_superlink"]
