@@ -17,9 +17,10 @@ IDLE_SECONDS = 0.05
 
 
 @contextmanager
-def running_federation(folder, rows, blocks, **options):
-    """Node i holds ``rows[i]`` (``partition-path``) and ``blocks[i]`` (``block-path``);
-    every process it started has ended when the block exits."""
+def running_federation(folder, rows, blocks, new_blocks=None, **options):
+    """Node i holds ``rows[i]`` (``partition-path``), ``blocks[i]`` (``block-path``) and,
+    if given, ``new_blocks[i]`` (``new-block-path``: its block of new samples); every
+    process it started has ended when the block exits."""
     options.setdefault("node_idle_seconds", IDLE_SECONDS)
     configs = []
     for i, (part, block) in enumerate(zip(rows, blocks, strict=True)):
@@ -27,6 +28,9 @@ def running_federation(folder, rows, blocks, **options):
         np.save(folder / f"block{i}.npy", block)
         configs.append({"partition-id": i, "partition-path": str(folder / f"rows{i}.npy"),
                         "block-path": str(folder / f"block{i}.npy")})
+        if new_blocks is not None:
+            np.save(folder / f"new{i}.npy", new_blocks[i])
+            configs[-1]["new-block-path"] = str(folder / f"new{i}.npy")
     federation = LocalFederation(configs, folder / "processes", **options)
     try:
         federation.start()

@@ -15,14 +15,23 @@ commands of ``docs/flower.md``, secure ones with ``tls=True, node_auth=True``
 
 (``--insecure`` instead of the certificates by default), each as a subprocess
 with its own ``FLWR_HOME``, and stops all of them (and the processes they
-started) on :meth:`LocalFederation.stop` or at the end of a ``with`` block. It
-also writes a Flower configuration with one connection to itself
+started) on :meth:`LocalFederation.stop`, at the end of a ``with`` block, or
+when the script that started them gets SIGTERM or SIGHUP. It also writes a
+Flower configuration with one connection to itself
 (:attr:`~LocalFederation.flwr_home`, :attr:`~LocalFederation.connection`), so
 that ``flwr run`` reaches it as it would a real federation.
+
+As the operator it sets the SuperLink's model folder (``workdir/models``,
+``KERNELSCALE_FLOWER_MODELS``) and, with ``node_auth=True``, writes the roster of
+its registered nodes (``workdir/roster.toml``, ``KERNELSCALE_FLOWER_ROSTER``:
+each node's id, as ``flwr supernode register`` printed it, bound to the
+``partition-id`` of its node config); without node authentication a node's id
+changes at every start, so there is no roster and the nodes' own claims are used.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -36,7 +45,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kernelscale.backends.flower.connection import connection_toml, flower_env
+from kernelscale.backends.flower.operator_settings import MODELS_ENV, ROSTER_ENV, Roster
 from kernelscale.backends.flower.supernode import IDLE_ENV
+
+#: The federations of this process that are running (stopped on SIGTERM and SIGHUP).
+_RUNNING: list = []
+_PREVIOUS_HANDLERS: dict = {}
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -93,7 +107,11 @@ class LocalFederation:
     node_auth : bool, default=False
         SuperNode authentication: each node gets a key pair, its public key is
         registered (``flwr supernode register``) before it starts, and the
-        SuperLink refuses any node whose key is not registered.
+        SuperLink refuses any node whose key is not registered. The registered
+        node ids and the nodes' ``partition-id`` make the operator's roster
+        (:attr:`roster_file`).
+    models : path, optional
+        The operator's model folder, where runs write (default ``workdir/models``).
 
     Attributes
     ----------
@@ -109,12 +127,18 @@ class LocalFederation:
     nodes : list of subprocess.Popen
     node_keys : list of Path
         Each node's private key (``node_auth=True``).
+    node_ids : list of int
+        Each node's Flower node id, as its registration printed it (``node_auth=True``).
+    models : Path
+        The operator's model folder (``KERNELSCALE_FLOWER_MODELS`` of the SuperLink).
+    roster_file : Path or None
+        The operator's roster (``KERNELSCALE_FLOWER_ROSTER``), with ``node_auth=True``.
     """
 
     def __init__(self, node_configs: Sequence[Mapping], workdir=None,
                  task_poll_interval: float = 0.1, node_idle_seconds: float | None = 0.02,
                  process_per_message: bool = False, tls: bool = False,
-                 node_auth: bool = False):
+                 node_auth: bool = False, models=None):
         self.node_configs = [dict(c) for c in node_configs]
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="kernelscale-federation-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -149,6 +173,16 @@ class LocalFederation:
             self._tls_files = make_tls_files(self.keys)
             self.root_certificates = self._tls_files["ca"].resolve()
         self.node_keys: list[Path] = []
+        self.node_ids: list[int] = []
+        # The operator's settings, in the environment the SuperLink passes to its ServerApps.
+        self.models = Path(models or self.workdir / "models").resolve()
+        self.models.mkdir(parents=True, exist_ok=True)
+        self.env[MODELS_ENV] = str(self.models)
+        self.roster_file = (self.workdir / "roster.toml").resolve() if self.node_auth else None
+        if self.roster_file is not None:
+            self.env[ROSTER_ENV] = str(self.roster_file)
+        else:
+            self.env.pop(ROSTER_ENV, None)
         self.connection = "kernelscale-local"
         self.flwr_home = self.workdir / "flwr-home"
         self.flwr_home.mkdir(exist_ok=True)
@@ -179,16 +213,18 @@ class LocalFederation:
         """Environment for ``flwr`` commands against this federation (its ``FLWR_HOME``)."""
         return dict(self.env, FLWR_HOME=str(self.flwr_home))
 
-    def register(self, public_keys: Sequence, timeout: float = 60.0) -> None:
-        """``flwr supernode register`` each public key (in parallel), or raise with its output."""
+    def register(self, public_keys: Sequence, timeout: float = 60.0) -> list[int]:
+        """``flwr supernode register`` each public key (in parallel); their node ids, or
+        raise with the command's output."""
         processes = []
         for key in public_keys:
             log = self.workdir / f"register-{Path(key).stem}.log"
-            with open(log, "wb") as out:
+            with open(log, "wb") as out, open(log.with_suffix(".err"), "wb") as err:
                 processes.append((log, subprocess.Popen(
-                    [_command("flwr"), "supernode", "register", str(key), self.connection],
-                    env=self.flwr_env(), stdout=out, stderr=subprocess.STDOUT,
+                    [_command("flwr"), "supernode", "register", str(key), self.connection,
+                     "--format", "json"], env=self.flwr_env(), stdout=out, stderr=err,
                     stdin=subprocess.DEVNULL)))
+        ids = []
         for log, process in processes:
             try:
                 code = process.wait(timeout)
@@ -196,9 +232,21 @@ class LocalFederation:
                 process.kill()
                 process.wait()
                 code = "timeout"
+            text = log.read_text(errors="replace")
             if code != 0:
+                errors = log.with_suffix(".err").read_text(errors="replace")
                 raise RuntimeError(f"flwr supernode register failed ({code}):\n"
-                                   f"{log.read_text(errors='replace')[-2000:]}")
+                                   f"{(text + errors)[-2000:]}")
+            ids.append(int(json.loads(text[text.index("\n{") + 1 if not text.startswith("{")
+                                            else 0:])["node-id"]))
+        return ids
+
+    def write_roster(self) -> None:
+        """Write the roster: each registered node bound to its config's ``partition-id``."""
+        partitions = {int(config["partition-id"]): node
+                      for config, node in zip(self.node_configs, self.node_ids, strict=True)
+                      if node is not None and "partition-id" in config}
+        self.roster_file.write_text(Roster(partitions, str(self.roster_file)).to_toml())
 
     def node_args(self, config: Mapping, private_key=None, extra=()) -> list[str]:
         """The command line of a SuperNode holding ``config`` (a new Runtime API port)."""
@@ -212,6 +260,7 @@ class LocalFederation:
 
     def start(self, timeout: float = 60.0) -> LocalFederation:
         """Start the SuperLink, wait until it answers, register the node keys, start the nodes."""
+        _stop_with_the_script(self)
         try:
             tls = (["--ssl-ca-certfile", str(self._tls_files["ca"]), "--ssl-certfile",
                     str(self._tls_files["cert"]), "--ssl-keyfile", str(self._tls_files["key"])]
@@ -227,7 +276,8 @@ class LocalFederation:
                 pairs = [make_node_key(self.keys, f"node-{i}")
                          for i in range(len(self.node_configs))]
                 self.node_keys = [private for private, _ in pairs]
-                self.register([public for _, public in pairs], timeout)
+                self.node_ids = self.register([public for _, public in pairs], timeout)
+                self.write_roster()
             for i, config in enumerate(self.node_configs):
                 key = self.node_keys[i] if self.node_auth else None
                 self._node_args.append(self.node_args(config, key))
@@ -274,19 +324,25 @@ class LocalFederation:
         process.wait(30)
         _end(children)
 
-    def add_node(self, config: Mapping, register: bool = True, extra=()) -> subprocess.Popen:
+    def add_node(self, config: Mapping, register: bool = True, extra=(),
+                 roster: bool = False) -> subprocess.Popen:
         """Start one more SuperNode holding ``config`` (with ``node_auth``: a new key pair,
-        registered only if ``register``; an unregistered node is refused by the SuperLink)."""
+        registered only if ``register``, an unregistered node being refused by the
+        SuperLink; bound to its partition in the roster only if ``roster``)."""
         index = len(self.nodes)
-        key = None
+        key = node_id = None
         if self.node_auth:
             from kernelscale.backends.flower.certificates import make_node_key
 
             key, public = make_node_key(self.keys, f"node-{index}")
             if register:
-                self.register([public])
+                node_id = self.register([public])[0]
         self.node_configs.append(dict(config))
         self.node_keys.append(key)
+        if self.node_auth:
+            self.node_ids.append(node_id if roster else None)
+            if roster:
+                self.write_roster()
         self._node_args.append(self.node_args(config, key, extra))
         self.nodes.append(self._spawn(self._node_args[index], f"supernode-{index}"))
         return self.nodes[index]
@@ -303,6 +359,8 @@ class LocalFederation:
 
     def stop(self) -> None:
         """Stop every process this federation started (and their children)."""
+        if self in _RUNNING:
+            _RUNNING.remove(self)
         processes = [p for p in [*self.nodes, self.superlink] if p is not None]
         children = [c for p in processes for c in _children(p.pid)]
         for p in processes:
@@ -321,6 +379,37 @@ class LocalFederation:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _stop_with_the_script(federation: LocalFederation) -> None:
+    """Stop ``federation`` when this process gets SIGTERM or SIGHUP (issue 47).
+
+    A handler for each (installed once, from the main thread; where another thread
+    starts the federation, the signals keep their handlers) stops every running
+    federation, then gives the signal to the handler that was there before, or, for
+    the default action, delivers it again: the process ends as it would have.
+    """
+    import threading
+
+    if federation not in _RUNNING:
+        _RUNNING.append(federation)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None and sig not in _PREVIOUS_HANDLERS:
+            _PREVIOUS_HANDLERS[sig] = signal.signal(sig, _on_signal)
+
+
+def _on_signal(sig, frame) -> None:
+    for federation in list(_RUNNING):
+        federation.stop()
+    previous = _PREVIOUS_HANDLERS.get(sig, signal.SIG_DFL)
+    if callable(previous):
+        previous(sig, frame)
+    elif previous != signal.SIG_IGN:  # the default action: end as the signal says
+        signal.signal(sig, signal.SIG_DFL)
+        _PREVIOUS_HANDLERS.pop(sig, None)
+        os.kill(os.getpid(), sig)
 
 
 def _children(pid: int) -> list:
