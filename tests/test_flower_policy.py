@@ -247,12 +247,17 @@ def test_two_nodes_claiming_one_partition_refuse_the_run_naming_both(partitions,
         _find(_Nodes(_claims(*partitions), 3))
 
 
-def test_the_roster_binds_nodes_and_ignores_the_others():
+def test_the_roster_binds_nodes_and_refuses_another_claimant():
     roster = Roster({0: 100, 1: 101, 2: 102}, "the roster r.toml")
-    # node 103 also claims partition 1: it is not in the roster, so it is never asked
-    nodes = _find(_Nodes(_claims(0, 1, 2, 1), 3, roster=roster))
+    # node 103 holds partition 9, which this run does not use: it is left out
+    nodes = _find(_Nodes(_claims(0, 1, 2, 9), 3, roster=roster))
     assert nodes.node_ids == [100, 101, 102]
-    assert all(103 not in asked for asked in nodes.asked)
+    assert nodes.asked == [[100, 101, 102], [103]]  # the rostered nodes first
+    # node 103 claims partition 1 beside the rostered node 101: the run is refused
+    with pytest.raises(ValueError, match="SuperNodes 101 and 103 both claim partition-id 1: "
+                                         "the run is refused before any round.*the roster "
+                                         "r.toml binds partition 1 to node 101"):
+        _find(_Nodes(_claims(0, 1, 2, 1), 3, roster=roster))
     with pytest.raises(ValueError, match="SuperNode 101 holds partition-id 2 in its node "
                                          "config, but the roster r.toml binds it to "
                                          "partition 1"):

@@ -123,31 +123,32 @@ class FlowerRounds(Cluster):
 
     def _find_nodes(self, deadline: float) -> None:
         """Map partition ids to node ids (``node_ids``): the operator's roster, else the
-        nodes' own claims (hello), refusing two nodes that claim one partition.
+        nodes' own claims (hello); two nodes claiming one partition refuse the run.
 
-        With a roster (``self.roster``, ``{partition: node}``) only the rostered nodes
-        of partitions 0 to ``n_workers - 1`` are asked, once all of them are connected,
-        and each must say it holds its rostered partition; any other node is ignored.
-        Without one, every connected node is asked. The hello ends as soon as a node
-        answered for every partition (a node killed recently is still listed until its
-        heartbeat is overdue, and answers nothing); the nodes that had not answered then
-        get a short second chance (:data:`HELLO_GRACE_SECONDS`), so that a second claim
-        on a partition is seen, not silently ignored.
+        With a roster (``self.roster``, ``{partition: node}``) the rostered nodes of
+        partitions 0 to ``n_workers - 1`` are asked first, once all of them are
+        connected, and each must say it holds its rostered partition; only they are
+        used. Without one, the first nodes to answer for every partition are. Either
+        way the other connected nodes (a node killed recently is still listed until its
+        heartbeat is overdue, and answers nothing) then get a short hello
+        (:data:`HELLO_GRACE_SECONDS`): one that claims a partition of the run, beside
+        the node that holds it, refuses the run naming both, never silently replaces it.
         """
         wanted = self._rostered_nodes()
-        nodes = self._wait_for_nodes(deadline, wanted)
-        if wanted is not None:
-            nodes = sorted(wanted.values())
+        listed = self._wait_for_nodes(deadline, wanted)
         hello = self._records({"op": "hello", "data-key": _wire_key(self.data_key)})
+        nodes = sorted(wanted.values()) if wanted is not None else listed
         events = self._round("hello", [(n, hello) for n in nodes],
-                             max(1.0, deadline - time.monotonic()), need=self.n_workers,
+                             max(1.0, deadline - time.monotonic()),
+                             need=len(nodes) if wanted is not None else self.n_workers,
                              joined=None if wanted is not None else nodes)
         claims = self._claims(nodes, events)
-        silent = [n for n in nodes if n not in claims]
-        if wanted is None and silent:
-            late = self._round("hello", [(n, hello) for n in silent],
+        others = [n for n in (listed if wanted is not None else nodes) if n not in claims
+                  and (wanted is None or n not in wanted.values())]
+        if others:
+            late = self._round("hello", [(n, hello) for n in others],
                                min(HELLO_GRACE_SECONDS, max(0.1, deadline - time.monotonic())))
-            claims.update(self._claims(silent, late))
+            claims.update(self._claims(others, late, strict=wanted is None))
         self.node_ids, self.node_policies = self._assign(claims, wanted)
 
     def _rostered_nodes(self) -> dict | None:
@@ -187,17 +188,17 @@ class FlowerRounds(Cluster):
             time.sleep(0.2)
 
     @staticmethod
-    def _claims(nodes: list[int], events: dict) -> dict:
-        """``{node: (partition id, policy)}`` of the nodes that answered the hello."""
+    def _claims(nodes: list[int], events: dict, strict: bool = True) -> dict:
+        """``{node: (partition id, policy)}`` of the nodes that answered the hello; a node
+        that answered with an error fails the run (``strict``) or is left out."""
         claims = {}
         for index, (event, content) in sorted(events.items()):
-            if index >= len(nodes):
-                continue  # a node that joined during the hello: appended to ``nodes``
-            if event == "error":  # Flower's error for a node that answered
-                raise RuntimeError(f"SuperNode {nodes[index]} did not say hello: {content}")
-            if event == "reply" and "error" in content["kernelscale"]:
-                raise RuntimeError(f"SuperNode {nodes[index]} did not say hello: "
-                                   f"{content['kernelscale']['error']}")
+            failed = (content if event == "error" else content["kernelscale"].get("error")
+                      if event == "reply" else None)
+            if failed is not None:
+                if strict:
+                    raise RuntimeError(f"SuperNode {nodes[index]} did not say hello: {failed}")
+                continue
             if event == "reply":
                 header = content["kernelscale"]
                 claims[nodes[index]] = (int(header["partition-id"]),
@@ -213,20 +214,23 @@ class FlowerRounds(Cluster):
                         f"SuperNode {node} holds partition-id {claims[node][0]} in its node "
                         f"config, but {self.roster.source} binds it to partition {partition}; "
                         "the operator's roster and the party's node config must agree.")
-            by_partition = {p: [n] for p, n in wanted.items() if n in claims}
-        else:
-            by_partition: dict[int, list[int]] = {}
-            for node, (partition, _) in sorted(claims.items()):
+        by_partition: dict[int, list[int]] = {}
+        for node, (partition, _) in sorted(claims.items(), key=lambda c: (
+                wanted is None or c[0] not in wanted.values(), c[0])):
+            if partition < self.n_workers:  # the rostered node first, then any other
                 by_partition.setdefault(partition, []).append(node)
-            doubled = {p: n for p, n in by_partition.items() if len(n) > 1}
-            if doubled:
-                partition, both = min(doubled.items())
-                raise ValueError(
-                    f"SuperNodes {' and '.join(map(str, both))} both claim partition-id "
-                    f"{partition}: the run is refused, since either could hold another "
-                    "party's rows. The operator binds each node to its partition with a "
-                    f"roster ({ROSTER_ENV}, docs/flower.md); or stop the node that should "
-                    "not be there.")
+        doubled = {p: n for p, n in by_partition.items() if len(n) > 1}
+        if doubled:
+            partition, both = min(doubled.items())
+            how = (f"{self.roster.source} binds partition {partition} to node {both[0]}; "
+                   "the operator unregisters the other (flwr supernode unregister) or stops it"
+                   if wanted is not None else
+                   f"the operator binds each node to its partition with a roster ({ROSTER_ENV}, "
+                   "docs/flower.md), or stops the node that should not be there")
+            raise ValueError(
+                f"SuperNodes {' and '.join(map(str, both))} both claim partition-id "
+                f"{partition}: the run is refused before any round, since either could hold "
+                f"another party's rows; {how}.")
         missing = [i for i in range(self.n_workers) if i not in by_partition]
         if missing:
             raise ValueError(
