@@ -133,9 +133,11 @@ import apigen  # noqa: E402
 apigen.write_pages()
 numpydoc_xref_aliases.update(apigen.class_aliases())
 
+import disclosuregen  # noqa: E402
 import resultsgen  # noqa: E402
 
 resultsgen.write_pages()
+disclosuregen.write_table()  # docs/flower.md's table of what each protocol discloses
 
 # Each estimator's page ends with its paper and the user-guide pages that explain it.
 ESTIMATOR_LINKS = {

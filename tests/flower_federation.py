@@ -17,10 +17,11 @@ IDLE_SECONDS = 0.05
 
 
 @contextmanager
-def running_federation(folder, rows, blocks, new_blocks=None, **options):
+def running_federation(folder, rows, blocks, new_blocks=None, policy=None, **options):
     """Node i holds ``rows[i]`` (``partition-path``), ``blocks[i]`` (``block-path``) and,
-    if given, ``new_blocks[i]`` (``new-block-path``: its block of new samples); every
-    process it started has ended when the block exits."""
+    if given, ``new_blocks[i]`` (``new-block-path``: its block of new samples), with the
+    node-config keys of ``policy`` (e.g. ``{"allow-rows": True}``); every process it
+    started has ended when the block exits."""
     options.setdefault("node_idle_seconds", IDLE_SECONDS)
     configs = []
     for i, (part, block) in enumerate(zip(rows, blocks, strict=True)):
@@ -31,6 +32,7 @@ def running_federation(folder, rows, blocks, new_blocks=None, **options):
         if new_blocks is not None:
             np.save(folder / f"new{i}.npy", new_blocks[i])
             configs[-1]["new-block-path"] = str(folder / f"new{i}.npy")
+        configs[-1].update(policy or {})
     federation = LocalFederation(configs, folder / "processes", **options)
     try:
         federation.start()

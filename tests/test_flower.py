@@ -54,7 +54,9 @@ SECURE_RANGE = 1e3
 
 @pytest.fixture(scope="module")
 def federation(tmp_path_factory):
-    with running_federation(tmp_path_factory.mktemp("flower"), ROWS, BLOCKS) as federation:
+    # disKPCA sends sampled raw rows: these parties allow them (the default refuses them)
+    with running_federation(tmp_path_factory.mktemp("flower"), ROWS, BLOCKS,
+                            policy={"allow-rows": True}) as federation:
         yield federation
 
 

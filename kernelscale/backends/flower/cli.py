@@ -8,8 +8,8 @@ The bundle holds no code: the SuperLink and every SuperNode run the kernelscale
 installed beside them. Then, with any connection of your Flower configuration::
 
     kernelscale flower-app fit-app
-    flwr run fit-app my-federation --stream --run-config \\
-        'estimator="FederatedKernelKMeans" n-clusters=10 output="/srv/models/fk.npz"'
+    kernelscale flower run fit-app my-federation -c \\
+        'estimator="FederatedKernelKMeans" n-clusters=10 output="fk.npz"'
 
 Importing this module does not import Flower.
 """
@@ -72,15 +72,17 @@ def add_subcommand(subparsers) -> None:
         description="Write DIR/pyproject.toml: kernelscale's fitting ServerApp and its "
         "ClientApp, with every run-config key. Then: flwr run DIR <connection> --stream "
         "--run-config 'estimator=\"FederatedKernelKMeans\" n-clusters=10 "
-        "output=\"/path/on/the/superlink/model.npz\"'.",
+        "output=\"model.npz\"' (a file name in the operator's model folder); "
+        "kernelscale flower run DIR <connection> -c '...' does the same and exits non-zero "
+        "when the run fails.",
     )
     p.add_argument("directory", metavar="DIR", help="the folder to write (created)")
     p.add_argument("--estimator", default=RUN_DEFAULTS["estimator"],
                    help="the default estimator of the app's run config "
                    f"(default {RUN_DEFAULTS['estimator']})")
     p.add_argument("--output", default="",
-                   help="the default model path, on the SuperLink's machine (default: none, "
-                   "each run gives output=...)")
+                   help="the default model file name, in the operator's model folder "
+                   "(default: none, each run gives output=...)")
     p.add_argument("--force", action="store_true", help="replace DIR/pyproject.toml")
     p.set_defaults(func=run_flower_app)
 
@@ -92,9 +94,9 @@ def run_flower_app(args) -> int:
     target = write_fit_app(args.directory, {"estimator": args.estimator,
                                             "output": args.output}, force=args.force)
     params = ", ".join(p.replace("_", "-") for p in run_parameters(cls))
-    print(f"kernelscale: wrote {target}\nrun it with: flwr run {args.directory} <connection> "
-          "--stream --run-config 'output=\"/path/on/the/superlink/model.npz\" n-workers=3 "
-          f"...'\n{args.estimator}'s parameters: {params}")
+    print(f"kernelscale: wrote {target}\nrun it with: kernelscale flower run {args.directory} "
+          "<connection> -c 'output=\"model.npz\" n-workers=3 ...' (or flwr run, which exits 0 "
+          f"even when the run fails)\n{args.estimator}'s parameters: {params}")
     return 0
 
 

@@ -66,10 +66,12 @@ def _command(name: str) -> str:
 
 
 def node_config_text(config: Mapping) -> str:
-    """``--node-config`` text: strings quoted, numbers bare (TOML values)."""
+    """``--node-config`` text: strings quoted, booleans and numbers bare (TOML values)."""
     parts = []
     for key, value in config.items():
-        if isinstance(value, str | os.PathLike):
+        if isinstance(value, bool):
+            parts.append(f"{key}={str(value).lower()}")
+        elif isinstance(value, str | os.PathLike):
             text = str(value).replace("\\", "\\\\").replace('"', '\\"')
             parts.append(f'{key}="{text}"')
         else:

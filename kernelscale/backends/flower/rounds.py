@@ -34,8 +34,8 @@ from kernelscale.runtime.ledger import DOWN, UP, Message
 from kernelscale.runtime.lost import LOST_POLICIES, scale_reply
 from kernelscale.runtime.steps import step_name
 
-#: Seconds the hello waits for the nodes that had not answered once every partition
-#: has a node (a second claim on a partition must not go unseen).
+#: Seconds the hello waits at least for the nodes that had not answered once every
+#: partition has a node (a second claim on a partition must not go unseen).
 HELLO_GRACE_SECONDS = 2.0
 WAITING_SAY_SECONDS = 10.0  # how often a run waiting for its nodes says which are missing
 
@@ -130,14 +130,16 @@ class FlowerRounds(Cluster):
         connected, and each must say it holds its rostered partition; only they are
         used. Without one, the first nodes to answer for every partition are. Either
         way the other connected nodes (a node killed recently is still listed until its
-        heartbeat is overdue, and answers nothing) then get a short hello
-        (:data:`HELLO_GRACE_SECONDS`): one that claims a partition of the run, beside
-        the node that holds it, refuses the run naming both, never silently replaces it.
+        heartbeat is overdue, and answers nothing) then get a short hello (twice as long
+        as the first took, at least :data:`HELLO_GRACE_SECONDS`): one that claims a
+        partition of the run, beside the node that holds it, refuses the run naming both,
+        never silently replaces it.
         """
         wanted = self._rostered_nodes()
         listed = self._wait_for_nodes(deadline, wanted)
         hello = self._records({"op": "hello", "data-key": _wire_key(self.data_key)})
         nodes = sorted(wanted.values()) if wanted is not None else listed
+        start = time.monotonic()
         events = self._round("hello", [(n, hello) for n in nodes],
                              max(1.0, deadline - time.monotonic()),
                              need=len(nodes) if wanted is not None else self.n_workers,
@@ -145,9 +147,10 @@ class FlowerRounds(Cluster):
         claims = self._claims(nodes, events)
         others = [n for n in (listed if wanted is not None else nodes) if n not in claims
                   and (wanted is None or n not in wanted.values())]
-        if others:
+        if others:  # as long as twice the first hello took: a slow machine is slow for all
+            grace = max(HELLO_GRACE_SECONDS, 2.0 * (time.monotonic() - start))
             late = self._round("hello", [(n, hello) for n in others],
-                               min(HELLO_GRACE_SECONDS, max(0.1, deadline - time.monotonic())))
+                               min(grace, max(0.1, deadline - time.monotonic())))
             claims.update(self._claims(others, late, strict=wanted is None))
         self.node_ids, self.node_policies = self._assign(claims, wanted)
 
