@@ -245,6 +245,7 @@ def test_flwr_run_fits_the_vertical_kpca_which_transforms_through_the_parties(ru
     assert code == 0 and output.is_file(), log
     local = VerticalKernelPCA(**_snake(VERTICAL)).fit(BLOCKS)
     model = load_model(output)
+    assert model.feature_blocks == 3  # the parties of the fit, not the default
     np.testing.assert_allclose(model.eigenvalues_, local.eigenvalues_, rtol=TOL, atol=TOL)
     np.testing.assert_allclose(np.abs(model.eigenvectors_), np.abs(local.eigenvectors_),
                                atol=TOL)

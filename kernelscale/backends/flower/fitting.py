@@ -91,8 +91,11 @@ def fit_on_grid(grid, config: dict, say=print, environ=None):
     name = type(estimator).__name__
     n_workers = _n_workers(grid, int(options["n-workers"]), roster,
                            float(options["start-timeout"]))
+    # The model records the fit's true count of parties, not the estimator's default.
     if "n_workers" in estimator.get_params():
-        estimator.set_params(n_workers=n_workers)  # the model records the true count
+        estimator.set_params(n_workers=n_workers)
+    elif name == "VerticalKernelPCA" and estimator.feature_blocks is None:
+        estimator.set_params(feature_blocks=n_workers)  # one block per party
     say(f"kernelscale: fitting {name} on {n_workers} SuperNodes (data key "
         f"{options['data-key']!r}); parameters: {estimator.get_params()}")
     say("kernelscale: partitions bound to nodes by "
