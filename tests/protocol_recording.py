@@ -15,8 +15,8 @@ import warnings
 
 import numpy as np
 
+from kernelscale.backends.flower.hello import check_data_key
 from kernelscale.backends.flower.protocols import Protocol
-from kernelscale.backends.flower.rounds import check_data_key
 from kernelscale.backends.flower.runconfig import estimator_class
 from kernelscale.backends.local import LocalCluster
 from kernelscale.runtime.cluster import WorkerState

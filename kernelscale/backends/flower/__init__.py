@@ -12,7 +12,12 @@ SecAgg+; ``wire``: what both sides share (message names, records); ``local``: a
 federation on one machine (:class:`LocalFederation`, with TLS and node
 authentication on request; ``certificates`` makes its throwaway keys);
 ``supernode``: the SuperNode launcher (process isolation, short waits);
-``executor``: the long-lived ClientApp process beside each node. Needs
+``executor``: the long-lived ClientApp process beside each node; ``superlink``:
+the SuperLink launcher with the Fleet API alone on the parties' address.
+Who decides what: ``policy`` (what a party's node answers, from its own node
+config), ``protocols`` (the table of what each estimator runs), ``hello`` (which
+node holds which partition), ``operator_settings`` (the operator's roster and
+model folder); ``submit``: ``kernelscale flower run``. Needs
 ``kernelscale[flower]``; nothing here imports Flower until it is used.
 """
 

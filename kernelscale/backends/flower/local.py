@@ -46,11 +46,13 @@ from pathlib import Path
 
 from kernelscale.backends.flower.connection import connection_toml, flower_env
 from kernelscale.backends.flower.operator_settings import MODELS_ENV, ROSTER_ENV, Roster
+from kernelscale.backends.flower.processes import (
+    RUNNING,
+    child_processes,
+    end_processes,
+    stop_with_the_script,
+)
 from kernelscale.backends.flower.supernode import IDLE_ENV
-
-#: The federations of this process that are running (stopped on SIGTERM and SIGHUP).
-_RUNNING: list = []
-_PREVIOUS_HANDLERS: dict = {}
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -262,7 +264,7 @@ class LocalFederation:
 
     def start(self, timeout: float = 60.0) -> LocalFederation:
         """Start the SuperLink, wait until it answers, register the node keys, start the nodes."""
-        _stop_with_the_script(self)
+        stop_with_the_script(self)
         try:
             tls = (["--ssl-ca-certfile", str(self._tls_files["ca"]), "--ssl-certfile",
                     str(self._tls_files["cert"]), "--ssl-keyfile", str(self._tls_files["key"])]
@@ -320,11 +322,11 @@ class LocalFederation:
     def stop_node(self, index: int, sig: int = signal.SIGTERM) -> None:
         """Stop SuperNode ``index`` (SIGTERM: it leaves the federation; SIGKILL: it vanishes)."""
         process = self.nodes[index]
-        children = _children(process.pid)
+        children = child_processes(process.pid)
         if process.poll() is None:
             process.send_signal(sig)
         process.wait(30)
-        _end(children)
+        end_processes(children)
 
     def add_node(self, config: Mapping, register: bool = True, extra=(),
                  roster: bool = False) -> subprocess.Popen:
@@ -361,10 +363,10 @@ class LocalFederation:
 
     def stop(self) -> None:
         """Stop every process this federation started (and their children)."""
-        if self in _RUNNING:
-            _RUNNING.remove(self)
+        if self in RUNNING:
+            RUNNING.remove(self)
         processes = [p for p in [*self.nodes, self.superlink] if p is not None]
-        children = [c for p in processes for c in _children(p.pid)]
+        children = [c for p in processes for c in child_processes(p.pid)]
         for p in processes:
             if p.poll() is None:
                 p.terminate()
@@ -374,96 +376,13 @@ class LocalFederation:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-        _end(children)
+        end_processes(children)
 
     def __enter__(self) -> LocalFederation:
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def _stop_with_the_script(federation: LocalFederation) -> None:
-    """Stop ``federation`` when this process gets SIGTERM or SIGHUP (issue 47).
-
-    A handler for each (installed once, from the main thread; where another thread
-    starts the federation, the signals keep their handlers) stops every running
-    federation, then gives the signal to the handler that was there before, or, for
-    the default action, delivers it again: the process ends as it would have.
-    """
-    import threading
-
-    if federation not in _RUNNING:
-        _RUNNING.append(federation)
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-        if sig is not None and sig not in _PREVIOUS_HANDLERS:
-            _PREVIOUS_HANDLERS[sig] = signal.signal(sig, _on_signal)
-
-
-def _on_signal(sig, frame) -> None:
-    for federation in list(_RUNNING):
-        federation.stop()
-    previous = _PREVIOUS_HANDLERS.get(sig, signal.SIG_DFL)
-    if callable(previous):
-        previous(sig, frame)
-    elif previous != signal.SIG_IGN:  # the default action: end as the signal says
-        signal.signal(sig, signal.SIG_DFL)
-        _PREVIOUS_HANDLERS.pop(sig, None)
-        os.kill(os.getpid(), sig)
-
-
-def _children(pid: int) -> list:
-    try:
-        import psutil
-
-        return psutil.Process(pid).children(recursive=True)
-    except Exception:  # psutil missing or the process is gone
-        return []
-
-
-def _end(processes: list) -> None:
-    """SIGTERM, then SIGKILL after 10 s, the given psutil processes (SuperExec, apps)."""
-    if not processes:
-        return
-    import psutil
-
-    for p in processes:
-        try:
-            p.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    alive = _wait_ended(processes, 10.0)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    _wait_ended(alive, 5.0)
-
-
-def _wait_ended(processes: list, timeout: float) -> list:
-    """Wait until the psutil ``processes`` have ended; those still running at ``timeout``.
-
-    A zombie has ended: these are the children of a process that was stopped (a killed
-    node's executor), and only the process that adopted them (init) can reap them, when
-    it gets to it (``psutil.wait_procs`` waited for that, 1.5 s here).
-    """
-    import psutil
-
-    def running(p) -> bool:
-        try:
-            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
-
-    deadline = time.monotonic() + timeout
-    while True:
-        alive = [p for p in processes if running(p)]
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.02)
 
 
 __all__ = ["LocalFederation", "free_port", "node_config_text"]
