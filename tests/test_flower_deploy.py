@@ -33,6 +33,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -100,6 +101,18 @@ class Run:
                 env=federation.flwr_env(), stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL)
 
+    def wait_started(self) -> None:
+        """Until the run's ServerApp has started (its first line) or the command ended.
+
+        Flower 1.42 gives a ServerApp 30 s from the claim of its task to its first call;
+        several starting at once on a loaded 2-core machine miss it, their tasks are
+        claimed again by new ServerApps, and so on: the runs start one at a time."""
+        for _ in range(RUN_TIMEOUT * 10):
+            if self.process.poll() is not None or "kernelscale: " in \
+                    self.log_file.read_text(errors="replace").split("its log follows", 1)[-1]:
+                return
+            time.sleep(0.1)
+
     def wait(self) -> tuple[int, str]:
         try:
             code = self.process.wait(RUN_TIMEOUT)
@@ -117,9 +130,10 @@ class Run:
 
 @pytest.fixture(scope="module")
 def started(tmp_path_factory):
-    """The module's federation, and the runs of RUNS submitted to it together, as several
-    data scientists would: they run while the next tests use the federation, and the
-    tests that read their results wait for them."""
+    """The module's federation, and the runs of RUNS submitted to it one after the other
+    (each once the previous ServerApp has started), as several data scientists would:
+    they run side by side while the next tests use the federation, and the tests that
+    read their results wait for them."""
     folder = tmp_path_factory.mktemp("flower-secure")
     with running_federation(folder, ROWS, BLOCKS, NEW_BLOCKS, tls=True,
                             node_auth=True) as federation:
@@ -128,6 +142,7 @@ def started(tmp_path_factory):
         try:
             for name, params in RUNS.items():
                 runs[name] = Run(federation, app, folder, name, params)
+                runs[name].wait_started()
             yield federation, runs, app
         finally:
             for run in runs.values():

@@ -38,6 +38,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -291,20 +292,33 @@ def deployment(tmp_path_factory):
         deployment.destroy()
 
 
-def _flower_run(deployment, command: str, scientist, env) -> subprocess.Popen:
-    return subprocess.Popen(["ip", "netns", "exec", deployment.names["op"], "bash", "-c",
-                             command], cwd=scientist, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+def _flower_run(deployment, command: str, scientist, env, name: str):
+    """A data scientist's command, once its ServerApp has started (its first line) or it
+    ended: Flower 1.42 gives a ServerApp 30 s from the claim of its task to its first
+    call, and several starting at once on a loaded machine miss it again and again."""
+    log = deployment.folder / f"run-{name}.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(["ip", "netns", "exec", deployment.names["op"], "bash",
+                                    "-c", command], cwd=scientist, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    for _ in range(TIMEOUT * 10):
+        if process.poll() is not None or "kernelscale: " in \
+                log.read_text(errors="replace").split("its log follows", 1)[-1]:
+            break
+        time.sleep(0.1)
+    return process, log
 
 
-def _finish(process: subprocess.Popen) -> tuple[int, str]:
+def _finish(started) -> tuple[int, str]:
+    process, log = started
     try:
-        out, _ = process.communicate(timeout=TIMEOUT)
+        process.wait(TIMEOUT)
     except subprocess.TimeoutExpired:
         process.kill()
-        out, _ = process.communicate()
-        pytest.fail(f"a run of the guide did not end within {TIMEOUT} s:\n{out[-3000:]}")
-    return process.returncode, out
+        process.wait()
+        pytest.fail(f"a run of the guide did not end within {TIMEOUT} s:\n"
+                    f"{log.read_text(errors='replace')[-3000:]}")
+    return process.returncode, log.read_text(errors="replace")
 
 
 @pytest.fixture(scope="module")
@@ -316,15 +330,16 @@ def runs(deployment):
     deployment.run("op", app, scientist, env)
     fk = next(c for c in guide_runs if "FederatedKernelKMeans" in c)
     results = {"rogue": _finish(_flower_run(deployment, fk.replace("fk.npz", "rogue.npz"),
-                                            scientist, env))}
+                                            scientist, env, "rogue"))}
     rogue = deployment.processes[-1]  # the last node started
     rogue.send_signal(signal.SIGTERM)
     rogue.wait(60)
-    started = {name: _flower_run(deployment, command, scientist, env) for name, command in
-               [(re.search(r'estimator="(\w+)"', c).group(1), c) for c in guide_runs]}
+    started = {name: _flower_run(deployment, command, scientist, env, name)
+               for name, command in [(re.search(r'estimator="(\w+)"', c).group(1), c)
+                                     for c in guide_runs]}
     started["escape"] = _flower_run(deployment, fk.replace('output="fk.npz"',
                                                            'output="../escape.npz"'),
-                                    scientist, env)
+                                    scientist, env, "escape")
     results.update({name: _finish(process) for name, process in started.items()})
     return results, operator, fk, guide_runs
 

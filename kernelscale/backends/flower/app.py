@@ -63,7 +63,7 @@ def handle_query(message: Message, context: Context) -> Message:
     out = RecordDict()
     try:
         if header["op"] == "hello":
-            out[HEADER] = ConfigRecord(hello(context, str(header["data-key"])))
+            out[HEADER] = ConfigRecord(hello(context, header["data-key"]))
         else:
             reply, seconds = run_step(header, message.content, context)
             out[HEADER] = ConfigRecord({"seconds": seconds})

@@ -89,10 +89,46 @@ def probe_superlink(address: str, root_certificates=None, insecure: bool = False
     return f"a TLS handshake with {address} works; see Flower's output"
 
 
-def explain_node_failure(argv: list[str]) -> str:
+class NodeErrors:
+    """The error messages Flower logs in this process (its ``flwr`` logger), kept to say
+    afterwards why a SuperNode exited: ``with NodeErrors() as errors: ...``."""
+
+    def __init__(self):
+        import logging
+
+        self.messages: list[str] = []
+        outer = self
+
+        class Keep(logging.Handler):
+            def emit(self, record) -> None:
+                outer.messages.append(record.getMessage())
+
+        self._handler = Keep(level=logging.ERROR)
+
+    def __enter__(self) -> NodeErrors:
+        import logging
+
+        logging.getLogger("flwr").addHandler(self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import logging
+
+        logging.getLogger("flwr").removeHandler(self._handler)
+
+
+#: What Flower 1.42's SuperNode logs when it cannot join its SuperLink.
+NOT_CONNECTED = "could not establish a connection to the SuperLink"
+
+
+def explain_node_failure(argv: list[str], messages=()) -> str:
     """One line on why a SuperNode started with ``argv`` (``flower-supernode``'s arguments)
-    could not join its SuperLink: what answers there, and an unregistered key when the
-    SuperLink answers and its certificate verifies."""
+    could not join its SuperLink (``messages``: what Flower logged, which must say so):
+    what answers there, and an unregistered key when the SuperLink answers and its
+    certificate verifies; ``""`` for any other exit."""
+    if not any(NOT_CONNECTED in message for message in messages):
+        return ""
+
     def option(name: str):
         for i, arg in enumerate(argv):
             if arg == name and i + 1 < len(argv):
@@ -135,5 +171,6 @@ def flwr_command() -> str:
     return str(candidate) if candidate.exists() else (shutil.which("flwr") or "flwr")
 
 
-__all__ = ["check_tls_options", "connection_toml", "explain_node_failure", "flower_env",
-           "flwr_command", "named_connection", "probe_superlink"]
+__all__ = ["NOT_CONNECTED", "NodeErrors", "check_tls_options", "connection_toml",
+           "explain_node_failure", "flower_env", "flwr_command", "named_connection",
+           "probe_superlink"]

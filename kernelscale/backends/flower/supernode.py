@@ -43,7 +43,6 @@ import warnings
 IDLE_ENV = "KERNELSCALE_SUPERNODE_IDLE_SECONDS"
 DEFAULT_IDLE_SECONDS = 0.02
 FLOWER_WAITS = (3, 0.5)  # the fixed waits of Flower 1.42's SuperNode loop
-CONNECTION_ERROR_EXIT = 305  # Flower's ExitCode.SUPERNODE_CONNECTION_ERROR
 
 
 class _ShortIdle:
@@ -133,13 +132,15 @@ def main() -> int:
     else:
         executor = None
     sys.argv = ["flower-supernode", *argv]
-    try:
-        return flower_supernode()
-    except SystemExit as exc:  # Flower's exit: say why a node could not join (issue 43)
-        if exc.code == CONNECTION_ERROR_EXIT:
-            from kernelscale.backends.flower.connection import explain_node_failure
+    from kernelscale.backends.flower.connection import NodeErrors, explain_node_failure
 
-            print(explain_node_failure(argv), file=sys.stderr, flush=True)
+    try:
+        with NodeErrors() as errors:
+            return flower_supernode()
+    except SystemExit as exc:  # Flower's exit: say why a node could not join (issue 43)
+        why = explain_node_failure(argv, errors.messages) if exc.code else ""
+        if why:
+            print(why, file=sys.stderr, flush=True)
         raise
     finally:  # the node ends (SIGTERM, an error): its executor with it
         if executor is not None and executor.poll() is None:
