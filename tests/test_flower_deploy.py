@@ -6,8 +6,9 @@ roster binding each registered node to its partition), three SuperNodes under th
 default policy (no raw rows), each holding a horizontal partition, a vertical block
 of the same 240 digits rows and its block of 12 new samples.
 ``kernelscale flower run`` of the app written by ``kernelscale flower-app`` submits
-the module's runs together when the federation starts (they run beside the next
-tests, as several users' runs would):
+the module's runs when the federation starts, one after the other (each once the
+previous ServerApp has started), and they run beside the next tests, as several
+users' runs would:
 
 * FK k-means and the vertical one-shot KPCA complete (exit 0): their model files
   load to the in-process fits (labels equal; eigenvectors to 1e-10), their ledgers
@@ -33,6 +34,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -128,25 +130,54 @@ class Run:
         self.process.wait()
 
 
+class Runs:
+    """The runs of RUNS, submitted one after the other by a thread (each once the previous
+    ServerApp has started, see :meth:`Run.wait_started`) while the module's other tests
+    go on; ``runs[name]`` waits until that run is submitted."""
+
+    def __init__(self, federation, app, folder):
+        self._runs: dict = {}
+        self._stopped = False
+        self._thread = threading.Thread(target=self._submit, args=(federation, app, folder),
+                                        daemon=True)
+        self._thread.start()
+
+    def _submit(self, federation, app, folder) -> None:
+        for name, params in RUNS.items():
+            if self._stopped:
+                return
+            run = Run(federation, app, folder, name, params)
+            self._runs[name] = run
+            run.wait_started()
+
+    def __getitem__(self, name: str) -> Run:
+        for _ in range(RUN_TIMEOUT * 10):
+            if name in self._runs or not self._thread.is_alive():
+                break
+            time.sleep(0.1)
+        return self._runs[name]
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._thread.join(RUN_TIMEOUT)
+        for run in self._runs.values():
+            run.stop()
+
+
 @pytest.fixture(scope="module")
 def started(tmp_path_factory):
-    """The module's federation, and the runs of RUNS submitted to it one after the other
-    (each once the previous ServerApp has started), as several data scientists would:
-    they run side by side while the next tests use the federation, and the tests that
-    read their results wait for them."""
+    """The module's federation, and the runs of RUNS, submitted as several data scientists
+    would: they run side by side while the next tests use the federation, and the tests
+    that read their results wait for them (those tests come last)."""
     folder = tmp_path_factory.mktemp("flower-secure")
     with running_federation(folder, ROWS, BLOCKS, NEW_BLOCKS, tls=True,
                             node_auth=True) as federation:
         app = write_fit_app(folder / "app" / "fit-app").parent
-        runs = {}
+        runs = Runs(federation, app, folder)
         try:
-            for name, params in RUNS.items():
-                runs[name] = Run(federation, app, folder, name, params)
-                runs[name].wait_started()
             yield federation, runs, app
         finally:
-            for run in runs.values():
-                run.stop()
+            runs.stop()
 
 
 @pytest.fixture(scope="module")
@@ -206,71 +237,6 @@ def test_a_run_with_another_ca_cannot_be_submitted_and_says_why(federation, star
     assert done.returncode == 2, done.stdout + done.stderr
     assert "could not submit the run" in done.stderr
     assert "certificate was not verified" in done.stderr
-
-
-def test_flwr_run_fits_fk_kmeans_to_the_in_process_model_on_the_rostered_nodes(runs,
-                                                                               federation):
-    code, log = runs["fk"].wait()
-    output = runs["fk"].output
-    assert code == 0 and output.is_file(), log
-    local = FederatedKernelKMeans(**_snake(FK), n_workers=3).fit(ROWS)
-    model = load_model(output)
-    assert isinstance(model, FederatedKernelKMeans)
-    assert model.n_workers == 3  # the fit's true count, not the estimator's default
-    np.testing.assert_array_equal(model.labels_, local.labels_)
-    np.testing.assert_array_equal(model.predict(X), local.predict(X))
-    expected = list(csv.DictReader(io.StringIO(local.communication_.copy("fit").to_csv())))
-    assert _fit_rows(ledger_path(output)) == expected
-    assert model.communication_.copy("fit") == local.communication_.copy("fit")
-    record = json.loads(run_record_path(output).read_text())
-    assert [record["partitions"][str(i)]["node"] for i in range(3)] == federation.node_ids[:3]
-    assert record["bound_by"].startswith("the roster")
-    # the run's log: progress by round, the ledger's summary, where the model went
-    assert "round 1 'describe partitions'" in log and "'dspgd: lanczos step'" in log
-    assert "by kind:" in log and "model written to fk.npz" in log
-    assert "finished:completed" in log
-
-
-def test_a_protocol_sending_raw_rows_is_refused_by_the_parties(runs):
-    """The default node policy: DistributedKernelPCA's sampled landmarks are raw rows."""
-    code, log = runs["rows"].wait()
-    assert code == 1, log
-    assert "PolicyRefusal: SuperNode" in log and "allow-rows=true" in log
-    assert "uniform_sample_step would reply raw feature rows" in log
-    assert not runs["rows"].output.exists()
-    assert "finished:failed" in log
-
-
-def test_a_run_that_cannot_work_fails_before_any_round_naming_the_cause(runs):
-    """(An output with `..` too: tests/test_flower_runconfig.py, and as a real run in
-    tests/test_flower_netns.py.)"""
-    code, log = runs["refused"].wait()
-    assert code == 1 and "estimator='KMeans' is not one that runs on Flower" in log
-    assert "round 1" not in log and not runs["refused"].output.exists()
-
-
-def test_flwr_run_fits_the_vertical_kpca_which_transforms_through_the_parties(runs,
-                                                                              federation,
-                                                                              monkeypatch):
-    code, log = runs["vertical"].wait()
-    output = runs["vertical"].output
-    assert code == 0 and output.is_file(), log
-    local = VerticalKernelPCA(**_snake(VERTICAL)).fit(BLOCKS)
-    model = load_model(output)
-    assert model.feature_blocks == 3  # the parties of the fit, not the default
-    np.testing.assert_allclose(model.eigenvalues_, local.eigenvalues_, rtol=TOL, atol=TOL)
-    np.testing.assert_allclose(np.abs(model.eigenvectors_), np.abs(local.eigenvectors_),
-                               atol=TOL)
-    expected = list(csv.DictReader(io.StringIO(local.communication_.copy("fit").to_csv())))
-    assert _fit_rows(ledger_path(output)) == expected
-    assert all(row["kind"] != "raw_points" for row in expected)
-    # each party projects its block of the new samples: a FlowerCluster over the named
-    # TLS connection of the federation's Flower configuration
-    monkeypatch.setenv("FLWR_HOME", str(federation.flwr_home))
-    model.set_params(client=federation.connection, timeout=120)
-    scores, ledger = model.distributed_transform("new-block-path")
-    np.testing.assert_allclose(np.abs(scores), np.abs(local.transform(NEW_BLOCKS)), atol=1e-8)
-    assert ledger.total_words(kind="raw_points") == 0
 
 
 def _command_line(process) -> str:
@@ -434,3 +400,70 @@ def test_a_script_that_gets_sigterm_or_sighup_stops_its_federation(tmp_path):
                 script.kill()
                 script.wait()
             script.stdout.close()
+
+
+# The tests below read the module's runs (submitted when the federation started).
+
+def test_flwr_run_fits_fk_kmeans_to_the_in_process_model_on_the_rostered_nodes(runs,
+                                                                               federation):
+    code, log = runs["fk"].wait()
+    output = runs["fk"].output
+    assert code == 0 and output.is_file(), log
+    local = FederatedKernelKMeans(**_snake(FK), n_workers=3).fit(ROWS)
+    model = load_model(output)
+    assert isinstance(model, FederatedKernelKMeans)
+    assert model.n_workers == 3  # the fit's true count, not the estimator's default
+    np.testing.assert_array_equal(model.labels_, local.labels_)
+    np.testing.assert_array_equal(model.predict(X), local.predict(X))
+    expected = list(csv.DictReader(io.StringIO(local.communication_.copy("fit").to_csv())))
+    assert _fit_rows(ledger_path(output)) == expected
+    assert model.communication_.copy("fit") == local.communication_.copy("fit")
+    record = json.loads(run_record_path(output).read_text())
+    assert [record["partitions"][str(i)]["node"] for i in range(3)] == federation.node_ids[:3]
+    assert record["bound_by"].startswith("the roster")
+    # the run's log: progress by round, the ledger's summary, where the model went
+    assert "round 1 'describe partitions'" in log and "'dspgd: lanczos step'" in log
+    assert "by kind:" in log and "model written to fk.npz" in log
+    assert "finished:completed" in log
+
+
+def test_a_protocol_sending_raw_rows_is_refused_by_the_parties(runs):
+    """The default node policy: DistributedKernelPCA's sampled landmarks are raw rows."""
+    code, log = runs["rows"].wait()
+    assert code == 1, log
+    assert "PolicyRefusal: SuperNode" in log and "allow-rows=true" in log
+    assert "uniform_sample_step would reply raw feature rows" in log
+    assert not runs["rows"].output.exists()
+    assert "finished:failed" in log
+
+
+def test_a_run_that_cannot_work_fails_before_any_round_naming_the_cause(runs):
+    """(An output with `..` too: tests/test_flower_runconfig.py, and as a real run in
+    tests/test_flower_netns.py.)"""
+    code, log = runs["refused"].wait()
+    assert code == 1 and "estimator='KMeans' is not one that runs on Flower" in log
+    assert "round 1" not in log and not runs["refused"].output.exists()
+
+
+def test_flwr_run_fits_the_vertical_kpca_which_transforms_through_the_parties(runs,
+                                                                              federation,
+                                                                              monkeypatch):
+    code, log = runs["vertical"].wait()
+    output = runs["vertical"].output
+    assert code == 0 and output.is_file(), log
+    local = VerticalKernelPCA(**_snake(VERTICAL)).fit(BLOCKS)
+    model = load_model(output)
+    assert model.feature_blocks == 3  # the parties of the fit, not the default
+    np.testing.assert_allclose(model.eigenvalues_, local.eigenvalues_, rtol=TOL, atol=TOL)
+    np.testing.assert_allclose(np.abs(model.eigenvectors_), np.abs(local.eigenvectors_),
+                               atol=TOL)
+    expected = list(csv.DictReader(io.StringIO(local.communication_.copy("fit").to_csv())))
+    assert _fit_rows(ledger_path(output)) == expected
+    assert all(row["kind"] != "raw_points" for row in expected)
+    # each party projects its block of the new samples: a FlowerCluster over the named
+    # TLS connection of the federation's Flower configuration
+    monkeypatch.setenv("FLWR_HOME", str(federation.flwr_home))
+    model.set_params(client=federation.connection, timeout=120)
+    scores, ledger = model.distributed_transform("new-block-path")
+    np.testing.assert_allclose(np.abs(scores), np.abs(local.transform(NEW_BLOCKS)), atol=1e-8)
+    assert ledger.total_words(kind="raw_points") == 0
