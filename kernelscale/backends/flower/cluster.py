@@ -72,6 +72,7 @@ from kernelscale.backends.flower.connection import (
     flwr_command,
     named_connection,
     probe_superlink,
+    unreachable,
 )
 from kernelscale.backends.flower.rounds import FlowerRounds, round_half
 from kernelscale.backends.flower.runconfig import app_pyproject
@@ -196,6 +197,13 @@ class FlowerCluster(FlowerRounds):
 
     def _start(self, start_timeout: float) -> None:
         start = time.perf_counter()
+        # A SuperLink that cannot be used is named at once, not after flwr run's retries.
+        address, root, insecure = self.superlink, self.root_certificates, self.insecure
+        if self.connection is not None:
+            address, root, insecure = named_connection(self.connection)
+        cause = unreachable(address, root, insecure)
+        if cause:
+            raise RuntimeError(f"The SuperLink of {self.where} cannot be used: {cause}.")
         key = secrets.token_bytes(32)
         key_file = self._workdir / "relay.key"
         key_file.touch(mode=0o600)

@@ -89,6 +89,16 @@ def probe_superlink(address: str, root_certificates=None, insecure: bool = False
     return f"a TLS handshake with {address} works; see Flower's output"
 
 
+def unreachable(address: str | None, root_certificates=None, insecure: bool = False) -> str:
+    """Why the SuperLink at ``address`` cannot be used with these TLS settings (nothing
+    listening, a certificate that does not verify, TLS on one side only); ``""`` when a
+    connection can be made (or there is no address to check)."""
+    if not address:
+        return ""
+    found = probe_superlink(address, root_certificates, bool(insecure))
+    return "" if found.startswith("a TLS handshake") else found
+
+
 class NodeErrors:
     """The error messages Flower logs in this process (its ``flwr`` logger), kept to say
     afterwards why a SuperNode exited: ``with NodeErrors() as errors: ...``."""
@@ -173,4 +183,4 @@ def flwr_command() -> str:
 
 __all__ = ["NOT_CONNECTED", "NodeErrors", "check_tls_options", "connection_toml",
            "explain_node_failure", "flower_env", "flwr_command", "named_connection",
-           "probe_superlink"]
+           "probe_superlink", "unreachable"]

@@ -32,6 +32,7 @@ from kernelscale.backends.flower.connection import (
     flwr_command,
     named_connection,
     probe_superlink,
+    unreachable,
 )
 
 #: The line with which the fitting ServerApp ends the log of a run that failed.
@@ -68,7 +69,14 @@ def _why_unreachable(connection: str | None, output: str) -> str:
 
 
 def submit(app: str, connection: str | None, run_config: list[str], env: dict) -> int:
-    """Submit the run; its id, or :class:`RunFailed` with flwr's message and the cause."""
+    """Submit the run; its id, or :class:`RunFailed` with flwr's message and the cause.
+
+    A connection that cannot work (nothing listening, a certificate that does not
+    verify) is refused at once, without the retries of ``flwr run``."""
+    cause = unreachable(*named_connection(connection))
+    if cause:
+        raise RunFailed(f"`flwr run` could not submit the run: the SuperLink of connection "
+                        f"{connection or '(default)'} cannot be used\ncause: {cause}")
     command = [flwr_command(), "run", str(app), *([connection] if connection else [])]
     for config in run_config:
         command += ["--run-config", config]
