@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import gc
 import io
+import re
 import signal
 import subprocess
 import warnings
@@ -240,8 +241,14 @@ def test_flwr_run_fits_fk_kmeans_to_the_in_process_model(runs):
     assert _fit_rows(ledger_path(output)) == expected
     assert model.communication_.copy("fit") == local.communication_.copy("fit")
     # the run's log: progress by round, the ledger's summary, where the model went
-    assert "round 1 'describe partitions'" in log and "'dspgd: lanczos step'" in log
+    assert "round 1 'describe partitions'" in log and "'dspgd: iteration'" in log
     assert "by kind:" in log and f"model written to {output}" in log
+    # five round trips in all (issue 45): the shapes, the DSPGD iteration, H with the
+    # local coresets, the centres, the labels
+    rounds = re.findall(r"kernelscale: round (\d+) '([^']+)' \((\w+)\)", log)
+    assert [name for _, name, _ in rounds] == [
+        "describe partitions", "dspgd: iteration", "fk: H and local coresets",
+        "kmeans: centres", "kmeans: labels"]
 
 
 def test_flwr_run_fits_the_vertical_kpca_to_the_in_process_model(runs):
@@ -362,12 +369,13 @@ def test_the_executor_serves_on_after_a_task_fails(monkeypatch, capsys):
                 raise _Stop
             return Task(token)
 
-    def run_task(address, token, client_app, fab_cache, **tls):
+    def run_task(address, token, client_app, fab_cache, **options):
         ran.append(token)
         if token == "first":
             raise RuntimeError("ObjectPushError: object not pre-registered")
 
-    monkeypatch.setattr(executor, "_runtime_client", lambda address, **tls: RuntimeAPI())
+    monkeypatch.setattr(executor, "_runtime_client",
+                        lambda address, token=None, **tls: RuntimeAPI())
     monkeypatch.setattr(executor, "run_task", run_task)
     with pytest.raises(_Stop):
         executor.serve("127.0.0.1:9094")

@@ -7,9 +7,12 @@ unpacked into ``FLWR_HOME`` and the ClientApp loaded, for each message. Under
 ``--isolation process`` the SuperNode starts no SuperExec and waits for one
 started beside it; this module is that process, kept alive: it imports flwr and
 kernelscale once, asks the SuperNode's Runtime API for a task every
-``poll_seconds``, and runs each task as ``flwr-clientapp`` would (pull the
-message and the node's context, run the ClientApp, push the reply and the
-context back), in this process.
+``poll_seconds`` (for :data:`ACTIVE_SECONDS` after a task, then every
+:data:`IDLE_POLL_SECONDS`), and runs each task as ``flwr-clientapp`` would (pull
+the message and the node's context, run the ClientApp, push the reply and the
+context back), in this process, over one HTTP connection kept open (a task's
+token changes per task, the connection does not: no new TLS handshake per
+message).
 
 It runs kernelscale's own ClientApp
 (:data:`kernelscale.backends.flower.app.client_app`) and nothing else: a run
@@ -32,11 +35,34 @@ import traceback
 
 CLIENT_APP_REF = "kernelscale.backends.flower.app:client_app"
 POLL_SECONDS = 0.02
+#: After a task, look for the next one every poll_seconds this long (a fit's next round
+#: comes within the master's own work), then every IDLE_POLL_SECONDS.
+ACTIVE_SECONDS = 5.0
+IDLE_POLL_SECONDS = 0.2
 HEARTBEAT_SECONDS = 10.0  # a task's heartbeat while its step runs (Flower's patience: 60 s)
 
 
-def _runtime_client(address: str, token: str | None = None, root_certificates=None,
-                    tls: bool = False):
+class TaskToken:
+    """The Runtime API's task-token header, as Flower's ``RuntimeTokenHttpInterceptor``
+    adds it, with the token changed per task (``token``) on one kept-open client."""
+
+    def __init__(self):
+        self.token = ""
+
+    def intercept(self, context, call_next):
+        from flwr.supercore.constant import TASK_TOKEN_HEADER
+        from flwr.supercore.interceptors.http.utils import add_headers
+
+        if not self.token:
+            raise RuntimeError("a task request without a task token")
+        add_headers(context.request, {TASK_TOKEN_HEADER: self.token})
+        return call_next(context)
+
+
+def _runtime_client(address: str, token: str | TaskToken | None = None,
+                    root_certificates=None, tls: bool = False):
+    """A Runtime API client: the SuperExec's (``token`` None), or a ClientApp task's
+    (``token``: the task's token, or a :class:`TaskToken` set per task)."""
     from flwr.supercore.interceptors import (
         RuntimeTokenHttpInterceptor,
         RuntimeVersionHttpInterceptor,
@@ -46,7 +72,9 @@ def _runtime_client(address: str, token: str | None = None, root_certificates=No
 
     interceptors = [RuntimeVersionHttpInterceptor(
         component_name="flwr-clientapp" if token else "SuperExec")]
-    if token:
+    if isinstance(token, TaskToken):
+        interceptors.append(token)
+    elif token:
         interceptors.append(RuntimeTokenHttpInterceptor(token))
     return RuntimeHttpClient.from_server_address(
         server_address=address, insecure=not (tls or root_certificates),
@@ -111,14 +139,23 @@ def pull_task_input(client):
 
 
 
-def run_task(address: str, token: str, client_app, fab_cache: dict, **tls) -> None:
+def run_task(address: str, token: str, client_app, fab_cache: dict, *, client=None,
+             task_token: TaskToken | None = None, **tls) -> None:
     """One task, as ``flwr-clientapp`` runs it, in this process (``tls``: the Runtime
-    API's ``root_certificates`` / ``tls`` of :func:`_runtime_client`)."""
+    API's ``root_certificates`` / ``tls`` of :func:`_runtime_client`).
+
+    ``client`` and ``task_token``: a task client kept open across tasks and its token
+    (set here for this task); without them a client is opened for this task alone.
+    """
     from flwr.app import Error, Message
     from flwr.common.constant import ErrorCode, SubStatus
     from flwr.supernode.runtime.run_clientapp import push_message, push_task_output
 
-    client = _runtime_client(address, token, **tls)
+    own = client is None
+    if own:
+        client = _runtime_client(address, token, **tls)
+    else:
+        task_token.token = token
     stop = threading.Event()
     beat = threading.Thread(target=_heartbeat, args=(client, stop), daemon=True)
     beat.start()
@@ -143,10 +180,15 @@ def run_task(address: str, token: str, client_app, fab_cache: dict, **tls) -> No
             if reply is not None and context is not None:
                 push_message(client, reply, context)
         finally:
-            push_task_output(client, context, status, details)
-            stop.set()
-            beat.join()
-            client.close()
+            try:
+                push_task_output(client, context, status, details)
+            finally:
+                stop.set()
+                beat.join()
+                if own:
+                    client.close()
+                else:
+                    task_token.token = ""
 
 
 def exit_with_parent(parent_pid: int, check_seconds: float = 0.2) -> None:
@@ -180,16 +222,25 @@ def exit_with_parent(parent_pid: int, check_seconds: float = 0.2) -> None:
 
 
 def serve(address: str, poll_seconds: float = POLL_SECONDS, parent_pid: int | None = None,
-          **tls):
-    """Run the SuperNode's ClientApp tasks until the SuperNode (``parent_pid``) exits."""
+          idle_seconds: float = IDLE_POLL_SECONDS, **tls):
+    """Run the SuperNode's ClientApp tasks until the SuperNode (``parent_pid``) exits.
+
+    Looks for a task every ``poll_seconds`` for :data:`ACTIVE_SECONDS` after the last
+    one, then every ``idle_seconds``; two Runtime API clients stay open throughout
+    (the SuperExec's, to acquire tasks, and the tasks', whose token changes).
+    """
     from flwr.proto.runtime_pb2 import AcquireTaskRequest
     from flwr.supercore.constant import TaskType
 
     from kernelscale.backends.flower.app import client_app
 
     client = _runtime_client(address, **tls)
+    task_token = TaskToken()
+    tasks = _runtime_client(address, task_token, **tls)
     request = AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP])
     fab_cache: dict = {}
+    idle_seconds = max(idle_seconds, poll_seconds)
+    active_until = time.monotonic() + ACTIVE_SECONDS
     while True:
         try:
             task = client.AcquireTask(request)
@@ -198,11 +249,13 @@ def serve(address: str, poll_seconds: float = POLL_SECONDS, parent_pid: int | No
             continue
         if task.HasField("task") and task.token:
             try:
-                run_task(address, task.token, client_app, fab_cache, **tls)
+                run_task(address, task.token, client_app, fab_cache, client=tasks,
+                         task_token=task_token, **tls)
             except Exception:  # a reply that could not be pushed: that round times out
                 traceback.print_exc()  # on the master, naming this node; serve the next
+            active_until = time.monotonic() + ACTIVE_SECONDS
         else:
-            time.sleep(poll_seconds)
+            time.sleep(poll_seconds if time.monotonic() < active_until else idle_seconds)
 
 
 def main(argv=None) -> None:

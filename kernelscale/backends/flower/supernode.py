@@ -15,9 +15,13 @@ measurements are in ``benchmarks/results/flower_rounds/``):
 This launcher runs the same SuperNode, with the same arguments, but in Flower's
 process isolation mode (``--isolation process``) with one long-lived
 :mod:`~kernelscale.backends.flower.executor` process beside it (started here,
-it exits with the node), with the node's waits shortened to
-``KERNELSCALE_SUPERNODE_IDLE_SECONDS`` (default 0.02 s), and a first wait of
-10 ms for a message's content.
+it exits with the node), with short waits (:class:`_Waits`): the node polls the
+SuperLink every ``KERNELSCALE_SUPERNODE_IDLE_SECONDS`` (default 0.02 s) for
+:data:`ACTIVE_SECONDS` after a message, every :data:`IDLE_POLL_SECONDS` when the
+federation is idle (each poll is a request the SuperLink serves: three nodes
+polling every 20 ms kept most of a core busy on a 2-core machine), looks for
+its ClientApp's reply every :data:`REPLY_CHECK_SECONDS` (a look in its own
+state, no request), and waits 10 ms at first for a message's content.
 :class:`~kernelscale.backends.flower.local.LocalFederation` starts its nodes
 through it, and a deployment may too::
 
@@ -45,18 +49,58 @@ DEFAULT_IDLE_SECONDS = 0.02
 FLOWER_WAITS = (3, 0.5)  # the fixed waits of Flower 1.42's SuperNode loop
 
 
-class _ShortIdle:
-    """The ``time`` module as the SuperNode's loop sees it: its fixed waits shortened."""
+#: After a message, the node polls the SuperLink at its short interval this long (a fit's
+#: next round comes within the master's own work); then every IDLE_POLL_SECONDS.
+ACTIVE_SECONDS = 5.0
+IDLE_POLL_SECONDS = 0.2
+#: How often the node looks in its own state for its ClientApp's reply (no request).
+REPLY_CHECK_SECONDS = 0.005
 
-    def __init__(self, idle_seconds: float, clock=time):
-        self.idle_seconds = idle_seconds
+
+class _Waits:
+    """The ``time`` module as the SuperNode's loop sees it: its fixed waits shortened.
+
+    Flower's loop sleeps 3 s after a poll of the SuperLink that found no message
+    and 0.5 s at a time while its ClientApp works. Here the first becomes
+    ``poll_seconds`` for ``active_seconds`` after the last message
+    (:meth:`saw_message`) and ``idle_seconds`` after that; the second
+    ``reply_seconds``.
+    """
+
+    def __init__(self, poll_seconds: float, idle_seconds: float = IDLE_POLL_SECONDS,
+                 active_seconds: float = ACTIVE_SECONDS,
+                 reply_seconds: float = REPLY_CHECK_SECONDS, clock=time):
+        self.poll_seconds, self.idle_seconds = poll_seconds, max(idle_seconds, poll_seconds)
+        self.active_seconds, self.reply_seconds = active_seconds, reply_seconds
         self._clock = clock
+        self._active_until = clock.monotonic() + active_seconds  # a run may start at once
 
     def __getattr__(self, name):
         return getattr(self._clock, name)
 
+    def saw_message(self) -> None:
+        self._active_until = self._clock.monotonic() + self.active_seconds
+
     def sleep(self, seconds: float) -> None:
-        self._clock.sleep(self.idle_seconds if seconds in FLOWER_WAITS else seconds)
+        if seconds == FLOWER_WAITS[0]:
+            active = self._clock.monotonic() < self._active_until
+            seconds = self.poll_seconds if active else self.idle_seconds
+        elif seconds == FLOWER_WAITS[1]:
+            seconds = self.reply_seconds
+        self._clock.sleep(seconds)
+
+
+def _watch_messages(module, waits: _Waits) -> None:
+    """Tell ``waits`` whenever the node's loop pulled a message (it returns a run id)."""
+    pull = module._pull_and_store_message
+
+    def pull_and_store(*args, **kwargs):
+        run_id = pull(*args, **kwargs)
+        if run_id is not None:
+            waits.saw_message()
+        return run_id
+
+    module._pull_and_store_message = pull_and_store
 
 
 def _option(argv: list[str], name: str, default: str) -> str:
@@ -107,8 +151,11 @@ def main() -> int:
 
     idle = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_SECONDS))
     _short_object_waits(start_client_internal)
-    if getattr(start_client_internal, "time", None) is time:
-        start_client_internal.time = _ShortIdle(idle)
+    if (getattr(start_client_internal, "time", None) is time
+            and callable(getattr(start_client_internal, "_pull_and_store_message", None))):
+        waits = _Waits(idle)
+        start_client_internal.time = waits
+        _watch_messages(start_client_internal, waits)
     else:  # another Flower layout: run it unchanged
         warnings.warn("This Flower version's SuperNode loop is not the one this launcher "
                       "knows; running it with its own waits.", RuntimeWarning, stacklevel=1)
