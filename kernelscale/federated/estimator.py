@@ -26,7 +26,7 @@ from kernelscale.constraints import (
     StrOptions,
     kernel_names,
 )
-from kernelscale.federated.baselines import distributed_spectral_clustering
+from kernelscale.federated.baselines import SPECTRAL_PROTOCOLS, distributed_spectral_clustering
 from kernelscale.federated.fkkmeans import PROTOCOLS, fk_kmeans
 from kernelscale.federated.model_state import (
     fk_kmeans_state,
@@ -428,6 +428,11 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         Points of the distributed k-means coreset.
     n_refine : int, default=10
         Lloyd refinement rounds after the coreset solution.
+    protocol : {'auto', 'paper'}, default='auto'
+        ``'paper'``: disKPCA, its components to every worker, the projections,
+        the coreset k-means' two rounds. ``'auto'``: the same in two rounds fewer
+        (the components, the projections and the k-means' local solution and
+        coreset in one message).
     n_workers : int, default=5
         Workers ``fit(X)`` splits ``X`` over.
     partition : {'power_law', 'uniform', 'label'}, default='power_law'
@@ -499,6 +504,8 @@ class DistributedSpectralClustering(_EmbeddingClustering):
     ((300,), (3, 3))
     >>> sc.communication_.total_words("fit", kind="raw_points")  # 50 x 2 up, then to 5 workers
     600
+    >>> sc.communication_.n_rounds()  # gamma, disKPCA's 6, one for the model and coresets...
+    19
     """
 
     _parameter_constraints: dict = {
@@ -516,6 +523,7 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         "messages": [StrOptions({"gram", "sketch"})],
         "coreset_size": [POSITIVE_INT],
         "n_refine": [NON_NEGATIVE_INT],
+        "protocol": [StrOptions(set(SPECTRAL_PROTOCOLS))],
         "n_workers": [POSITIVE_INT],
         "partition": [StrOptions(set(PARTITIONS))],
         **CLUSTER_PARAMETER_CONSTRAINTS,
@@ -526,7 +534,8 @@ class DistributedSpectralClustering(_EmbeddingClustering):
     def __init__(self, n_clusters=8, *, n_components=None, kernel="rbf", gamma=None,
                  degree=None, coef0=1.0, n_landmarks=400, n_leverage=None, embedding_dim=50,
                  row_sketch_dim=250, n_random_features=2000, messages="gram",
-                 coreset_size=1000, n_refine=10, n_workers=5, partition="power_law",
+                 coreset_size=1000, n_refine=10, protocol="auto", n_workers=5,
+                 partition="power_law",
                  backend="local", client=None, retry_lost=False, timeout=None, n_jobs=None,
                  verbose=0, random_state=None):
         self.n_clusters = n_clusters
@@ -543,6 +552,7 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         self.messages = messages
         self.coreset_size = coreset_size
         self.n_refine = n_refine
+        self.protocol = protocol
         self.n_workers = n_workers
         self.partition = partition
         self.backend = backend
@@ -605,8 +615,8 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         n_landmarks = min(self.n_landmarks, info.n_samples)
         return distributed_spectral_clustering(
             cluster, self.n_clusters, kernel=kernel, n_components=self.n_components,
-            coreset_size=self.coreset_size, n_refine=self.n_refine, random_state=rng,
-            n_landmarks=n_landmarks, n_leverage=self.n_leverage,
+            coreset_size=self.coreset_size, n_refine=self.n_refine, protocol=self.protocol,
+            random_state=rng, n_landmarks=n_landmarks, n_leverage=self.n_leverage,
             embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
             n_random_features=self.n_random_features, messages=self.messages,
         )

@@ -255,8 +255,9 @@ def _point_words(n: int, d: int, nnz, max_row_nnz) -> float:
 
 
 def _uniform_sample(rounds: _Rounds, name: str, count: int, point: float) -> None:
-    """:func:`kernelscale.horizontal.draws.uniform_sample`: seeds, counts, the points up."""
-    rounds.add(f"{name}: seeds", DOWN, "seed", 1)
+    """:func:`kernelscale.horizontal.draws.uniform_sample`: a seed and a count to every
+    worker, the points up, in one round."""
+    rounds.add(name, DOWN, "seed", 1)
     _draw(rounds, name, count, point)
 
 
