@@ -59,6 +59,9 @@ def test_forecast_equals_the_ledger_round_by_round(method, options, seed):
         assert forecast.words_by_kind() == ledger.words_by_kind("fit")
         assert forecast.words == ledger.total_words("fit")
         assert forecast.upload_words == ledger.upload_words("fit")
+        # and its rounds, each a round trip whatever its words (issue 45)
+        assert forecast.rounds_by_name() == ledger.rounds_by_name("fit")
+        assert forecast.n_rounds == ledger.n_rounds("fit")
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
