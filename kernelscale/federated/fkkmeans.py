@@ -273,6 +273,11 @@ def _responders(rng, n_workers, dropout):
     return answers
 
 
+def lanczos_start(seed: int) -> np.random.Generator:
+    """The generator of an iteration's Lanczos start vector, from the iteration's seed."""
+    return np.random.default_rng([seed, 11])
+
+
 def _h_projection(theta, V, n_eigenvectors, eta, threshold):
     """Step 17: ``H = W_T V_s diag(sqrt((theta + (1 - eta) lambda) / theta))``."""
     theta = np.maximum(theta[:n_eigenvectors], np.finfo(float).tiny)
@@ -326,7 +331,8 @@ def dspgd_cem(
             return scale * cluster.broadcast_map(gram_matvec_step, c,
                                                  round="dspgd: lanczos step", reduce="sum")
 
-        # Step 10: DLA on W_t^T W_t, size D + r_t.
+        # Step 10: DLA on W_t^T W_t, size D + r_t. Its start vector c_1 comes from the
+        # iteration's seed, so the master's stream (the seeds) is the pipelined protocol's.
         last = t == max_iter
         result = lanczos(
             matvec,
@@ -334,7 +340,7 @@ def dspgd_cem(
             n_wanted=max(n_clusters + 2 if t == 1 else 1, n_eigenvectors if last else 1),
             threshold=None if t == 1 else eta * threshold,
             tol=lanczos_tol,
-            random_state=rng,
+            random_state=lanczos_start(seed),
         )
         theta, V = result.eigenvalues, result.eigenvectors
         if t == 1:
