@@ -21,7 +21,9 @@ SuperLink every ``KERNELSCALE_SUPERNODE_IDLE_SECONDS`` (default 0.02 s) for
 federation is idle (each poll is a request the SuperLink serves: three nodes
 polling every 20 ms kept most of a core busy on a 2-core machine), looks for
 its ClientApp's reply every :data:`REPLY_CHECK_SECONDS` (a look in its own
-state, no request), and waits 10 ms at first for a message's content.
+state, no request), hands a message's task to the ClientApp process only once
+it holds the message's content (:class:`_ContentFirst`), and waits 10 ms at
+first for a message's content.
 :class:`~kernelscale.backends.flower.local.LocalFederation` starts its nodes
 through it, and a deployment may too::
 
@@ -41,6 +43,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 import warnings
 
@@ -90,12 +93,75 @@ class _Waits:
         self._clock.sleep(seconds)
 
 
-def _watch_messages(module, waits: _Waits) -> None:
-    """Tell ``waits`` whenever the node's loop pulled a message (it returns a run id)."""
+class _ContentFirst:
+    """Hand a message's task to the ClientApp process only once the node holds its content.
+
+    Flower's node loop creates the task before it pulls the message's objects from
+    the SuperLink, so the ClientApp process takes the task at once and asks its
+    node for objects that are not there yet, again and again (each a request the
+    node serves while it pulls them). Here a task created while the loop pulls a
+    message stays unclaimable (``claim_task`` answers ``None``, as for a task taken
+    already) until the pull returns.
+    """
+
+    def __init__(self):
+        self._hidden: set = set()
+        self._pulling = False
+        self._lock = threading.Lock()
+        self._states: list = []
+
+    def watch(self, state) -> None:
+        """Wrap ``state``'s ``create_task`` and ``claim_task`` (once per state)."""
+        if any(state is seen for seen in self._states):
+            return
+        self._states.append(state)
+        create, claim = state.create_task, state.claim_task
+
+        def create_task(*args, **kwargs):
+            task_id = create(*args, **kwargs)
+            if self._pulling and task_id is not None:
+                with self._lock:
+                    self._hidden.add(task_id)
+            return task_id
+
+        def claim_task(task_id, *args, **kwargs):
+            with self._lock:
+                if task_id in self._hidden:
+                    return None
+            return claim(task_id, *args, **kwargs)
+
+        state.create_task, state.claim_task = create_task, claim_task
+
+    def pulling(self, state):
+        """A context: tasks created inside it are hidden until it ends."""
+        from contextlib import contextmanager
+
+        @contextmanager
+        def block():
+            self.watch(state)
+            self._pulling = True
+            try:
+                yield
+            finally:
+                self._pulling = False
+                with self._lock:
+                    self._hidden.clear()
+
+        return block()
+
+
+def _wrap_pull(module, waits: _Waits, content_first: _ContentFirst) -> None:
+    """Around the node loop's pull of a message: its task hidden until the content is
+    stored (``content_first``), and ``waits`` told when a message came."""
     pull = module._pull_and_store_message
 
     def pull_and_store(*args, **kwargs):
-        run_id = pull(*args, **kwargs)
+        state = kwargs.get("state")
+        if state is None or not callable(getattr(state, "claim_task", None)):
+            run_id = pull(*args, **kwargs)
+        else:
+            with content_first.pulling(state):
+                run_id = pull(*args, **kwargs)
         if run_id is not None:
             waits.saw_message()
         return run_id
@@ -155,7 +221,7 @@ def main() -> int:
             and callable(getattr(start_client_internal, "_pull_and_store_message", None))):
         waits = _Waits(idle)
         start_client_internal.time = waits
-        _watch_messages(start_client_internal, waits)
+        _wrap_pull(start_client_internal, waits, _ContentFirst())
     else:  # another Flower layout: run it unchanged
         warnings.warn("This Flower version's SuperNode loop is not the one this launcher "
                       "knows; running it with its own waits.", RuntimeWarning, stacklevel=1)
