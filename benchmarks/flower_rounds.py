@@ -106,16 +106,45 @@ def trial(setting: str, rounds: int) -> dict:
                 startup = time.perf_counter() - start
                 cluster.broadcast_map(describe_partition, round="warm-up",
                                       reply_kind="scalars")
-                seconds = []
+                seconds, cpu = [], _cpu_seconds()
                 for _ in range(rounds):
                     t = time.time()
                     cluster.broadcast_map(describe_partition, round="describe",
                                           reply_kind="scalars")
                     seconds.append(time.time() - t)
                     mark("master.round", t, seconds[-1])
+                cpu = (_cpu_seconds() - cpu) / rounds
     return {"startup_s": round(startup, 2), "round_median_s": round(float(np.median(seconds)), 3),
             "round_mean_s": round(float(np.mean(seconds)), 3),
-            "round_min_s": round(float(np.min(seconds)), 3)}
+            "round_min_s": round(float(np.min(seconds)), 3), "round_cpu_s": round(cpu, 3)}
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and every process under it so far, the
+    ended ones included (through their parents' ``children_*`` times)."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for process in [me, *me.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+            total += times.user + times.system + times.children_user + times.children_system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def import_seconds(repeats: int = 3) -> float:
+    """Median seconds of ``import flwr.supernode.cli.flwr_clientapp`` in a new Python (what
+    a process per message pays before it runs anything)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import flwr.supernode.cli.flwr_clientapp"],
+                       check=True)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
 
 
 def run_trial(tree: Path, setting: str, rounds: int, trace: Path | None = None) -> dict:
@@ -155,9 +184,9 @@ def stages(trace: Path) -> tuple[list[dict], list[dict]]:
                  "step_end": last_end("app.step"), "app_done": last_end("app.push_output"),
                  "node_sent": last_end("node.push"), "end": t1}
         row, previous = {}, t0
-        for name, mark in STAGES:
-            row[name] = marks[mark] - previous
-            previous = marks[mark]
+        for name, mark in STAGES:  # a stage that the slowest node overlapped counts 0
+            end = float(np.fmax(marks[mark], previous))
+            row[name], previous = end - previous, end
         rounds.append(row)
         http = [(e, d) for _, _, e, d in inside if e.startswith("http")]
         requests.append({"requests": len(http), "request_seconds": sum(d for _, d in http)})
@@ -234,18 +263,23 @@ def _stage_table(profiles: dict) -> list[str]:
     return lines
 
 
-def summary(rows, profiles, fits, args, load) -> str:
+def summary(rows, profiles, fits, args, load, clientapp_import: float) -> str:
     lines = [f"# Flower round cost (`python benchmarks/flower_rounds.py --rounds {args.rounds} "
              f"--seeds {args.seeds}{' --before PATH' if args.before else ''}`)", "",
              f"Three SuperNodes and a SuperLink on one machine, {os.cpu_count()} cores, load "
              f"average {load[0]:.1f} at the start and {os.getloadavg()[0]:.1f} at the end "
-             "(other jobs ran beside it: compare the settings as ratios within this run).",
+             "(other jobs ran beside it: compare the settings as ratios within this run; the "
+             "CPU seconds a round costs all the federation's processes together depend "
+             "less on the load than its wall time, though its polls run for as long as it "
+             "lasts).",
              "", "## A trivial round", "",
-             "| setting | start-up s | trivial round s (median / mean / min) |",
-             "| --- | --- | --- |"]
+             "| setting | start-up s | trivial round s (median / mean / min) | CPU s a round, "
+             "all processes |", "| --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['setting']} | {r['startup_s']} | {r['round_median_s']} / "
-                     f"{r['round_mean_s']} / {r['round_min_s']} |")
+                     f"{r['round_mean_s']} / {r['round_min_s']} | {r['round_cpu_s']} |")
+    lines.append(f"\nImporting `flwr-clientapp` in a new Python: {clientapp_import:.2f} s "
+                 "(median of 3), paid by every message when each starts its own process.")
     by = {r["setting"]: r for r in rows}
     if "stock" in by and "kernelscale" in by:
         ratio = by["stock"]["round_median_s"] / by["kernelscale"]["round_median_s"]
@@ -255,8 +289,9 @@ def summary(rows, profiles, fits, args, load) -> str:
         lines.append(f"Before ({args.before}) / now, trivial round: {ratio:.1f}x.")
     if profiles:
         lines += ["", "## Where a trivial round's time goes", "",
-                  "Each stage ends at the slowest node's event (the round waits for it); "
-                  "medians over the rounds of a traced run (`benchmarks/flower_trace`).", ""]
+                  "Each stage ends at the slowest node's event (the round waits for it; a "
+                  "stage that another node's overlapped counts 0); medians over the rounds "
+                  "of a traced run (`benchmarks/flower_trace`).", ""]
         lines += _stage_table(profiles)
     if fits:
         lines += ["", "## The digits FK k-means fit through `flwr run` (TLS, node "
@@ -304,6 +339,7 @@ def main() -> None:
             rounds, requests = stages(trace)
             profiles[name] = {"rounds": rounds, "requests": requests}
     fits = [] if args.no_fits else flwr_fits(args.seeds)
+    clientapp_import = import_seconds()
     from kernelscale.bench import write_rows
 
     OUT.mkdir(parents=True, exist_ok=True)
@@ -313,7 +349,7 @@ def main() -> None:
         for i, (r, q) in enumerate(zip(p["rounds"], p["requests"], strict=True))])
     if fits:
         write_rows(OUT / "fits.csv", fits)
-    text = summary(rows, profiles, fits, args, load)
+    text = summary(rows, profiles, fits, args, load, clientapp_import)
     (OUT / "summary.md").write_text(text)
     print(text)
 

@@ -6,9 +6,11 @@ Flower 1.42's SuperNode runs every message in a fresh ``flwr-clientapp`` process
 unpacked into ``FLWR_HOME`` and the ClientApp loaded, for each message. Under
 ``--isolation process`` the SuperNode starts no SuperExec and waits for one
 started beside it; this module is that process, kept alive: it imports flwr and
-kernelscale once, asks the SuperNode's Runtime API for a task every
-``poll_seconds`` (for :data:`ACTIVE_SECONDS` after a task, then every
-:data:`IDLE_POLL_SECONDS`), and runs each task as ``flwr-clientapp`` would (pull
+kernelscale once, asks the SuperNode's Runtime API for a task when its node
+wakes it up (a byte on the pipe ``--wake-fd``, written by the launcher once the
+node holds a message's content), or every :data:`WAKE_FALLBACK_SECONDS`; without
+the pipe every ``poll_seconds`` (for :data:`ACTIVE_SECONDS` after a task, then
+every :data:`IDLE_POLL_SECONDS`), and runs each task as ``flwr-clientapp`` would (pull
 the message and the node's context, run the ClientApp, push the reply and the
 context back), in this process, over one HTTP connection kept open (a task's
 token changes per task, the connection does not: no new TLS handshake per
@@ -39,6 +41,9 @@ POLL_SECONDS = 0.02
 #: comes within the master's own work), then every IDLE_POLL_SECONDS.
 ACTIVE_SECONDS = 5.0
 IDLE_POLL_SECONDS = 0.2
+#: With a wake-up pipe, a poll still every this many seconds (a wake-up lost is late, not
+#: missed).
+WAKE_FALLBACK_SECONDS = 0.5
 HEARTBEAT_SECONDS = 10.0  # a task's heartbeat while its step runs (Flower's patience: 60 s)
 
 
@@ -222,12 +227,14 @@ def exit_with_parent(parent_pid: int, check_seconds: float = 0.2) -> None:
 
 
 def serve(address: str, poll_seconds: float = POLL_SECONDS, parent_pid: int | None = None,
-          idle_seconds: float = IDLE_POLL_SECONDS, **tls):
+          idle_seconds: float = IDLE_POLL_SECONDS, wake_fd: int | None = None, **tls):
     """Run the SuperNode's ClientApp tasks until the SuperNode (``parent_pid``) exits.
 
-    Looks for a task every ``poll_seconds`` for :data:`ACTIVE_SECONDS` after the last
-    one, then every ``idle_seconds``; two Runtime API clients stay open throughout
-    (the SuperExec's, to acquire tasks, and the tasks', whose token changes).
+    Looks for a task whenever a byte arrives on ``wake_fd`` and every
+    :data:`WAKE_FALLBACK_SECONDS`; without it every ``poll_seconds`` for
+    :data:`ACTIVE_SECONDS` after the last task, then every ``idle_seconds``. Two
+    Runtime API clients stay open throughout (the SuperExec's, to acquire tasks,
+    and the tasks', whose token changes).
     """
     from flwr.proto.runtime_pb2 import AcquireTaskRequest
     from flwr.supercore.constant import TaskType
@@ -254,8 +261,22 @@ def serve(address: str, poll_seconds: float = POLL_SECONDS, parent_pid: int | No
             except Exception:  # a reply that could not be pushed: that round times out
                 traceback.print_exc()  # on the master, naming this node; serve the next
             active_until = time.monotonic() + ACTIVE_SECONDS
+        elif wake_fd is not None:
+            wake_fd = _wait_for_wake_up(wake_fd, WAKE_FALLBACK_SECONDS)
         else:
             time.sleep(poll_seconds if time.monotonic() < active_until else idle_seconds)
+
+
+def _wait_for_wake_up(fd: int, timeout: float) -> int | None:
+    """Wait until ``fd`` has bytes (read them all) or ``timeout`` passes; ``None`` once
+    the pipe is closed (the node has gone: poll from then on)."""
+    import select
+
+    ready, _, _ = select.select([fd], [], [], timeout)
+    if ready and not os.read(fd, 4096):
+        os.close(fd)
+        return None
+    return fd
 
 
 def main(argv=None) -> None:
@@ -263,6 +284,9 @@ def main(argv=None) -> None:
     parser.add_argument("--runtime-api-address", required=True,
                         help="host:port of the SuperNode's Runtime API (its --host/--port)")
     parser.add_argument("--poll-seconds", type=float, default=POLL_SECONDS)
+    parser.add_argument("--wake-fd", type=int, default=None,
+                        help="a pipe's read end: the node writes a byte when it holds a "
+                        "message for a task (the launcher passes it)")
     parser.add_argument("--parent-pid", type=int, default=None,
                         help="exit when this process (the SuperNode) exits")
     parser.add_argument("--root-certificates", default=None,
@@ -275,7 +299,7 @@ def main(argv=None) -> None:
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid)
     serve(args.runtime_api_address, args.poll_seconds, args.parent_pid,
-          root_certificates=args.root_certificates, tls=args.tls)
+          wake_fd=args.wake_fd, root_certificates=args.root_certificates, tls=args.tls)
 
 
 if __name__ == "__main__":

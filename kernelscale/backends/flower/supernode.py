@@ -22,8 +22,10 @@ federation is idle (each poll is a request the SuperLink serves: three nodes
 polling every 20 ms kept most of a core busy on a 2-core machine), looks for
 its ClientApp's reply every :data:`REPLY_CHECK_SECONDS` (a look in its own
 state, no request), hands a message's task to the ClientApp process only once
-it holds the message's content (:class:`_ContentFirst`), and waits 10 ms at
-first for a message's content.
+it holds the message's content (:class:`_ContentFirst`) and then wakes it up
+through a pipe (it polls every 0.5 s otherwise: three ClientApp processes
+polling every 20 ms were a third of a trivial round's HTTP requests), and waits
+10 ms at first for a message's content.
 :class:`~kernelscale.backends.flower.local.LocalFederation` starts its nodes
 through it, and a deployment may too::
 
@@ -150,9 +152,11 @@ class _ContentFirst:
         return block()
 
 
-def _wrap_pull(module, waits: _Waits, content_first: _ContentFirst) -> None:
+def _wrap_pull(module, waits: _Waits, content_first: _ContentFirst,
+               wake_fd: int | None = None) -> None:
     """Around the node loop's pull of a message: its task hidden until the content is
-    stored (``content_first``), and ``waits`` told when a message came."""
+    stored (``content_first``), then ``waits`` told and a byte written to ``wake_fd``
+    (the ClientApp process waits on the pipe's other end instead of polling)."""
     pull = module._pull_and_store_message
 
     def pull_and_store(*args, **kwargs):
@@ -164,6 +168,11 @@ def _wrap_pull(module, waits: _Waits, content_first: _ContentFirst) -> None:
                 run_id = pull(*args, **kwargs)
         if run_id is not None:
             waits.saw_message()
+            if wake_fd is not None:
+                try:
+                    os.write(wake_fd, b"\0")
+                except OSError:  # the pipe is full (it is awake) or the executor is gone
+                    pass
         return run_id
 
     module._pull_and_store_message = pull_and_store
@@ -216,22 +225,27 @@ def main() -> int:
     from flwr.supernode.cli import flower_supernode
 
     idle = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_SECONDS))
-    _short_object_waits(start_client_internal)
-    if (getattr(start_client_internal, "time", None) is time
-            and callable(getattr(start_client_internal, "_pull_and_store_message", None))):
-        waits = _Waits(idle)
-        start_client_internal.time = waits
-        _wrap_pull(start_client_internal, waits, _ContentFirst())
-    else:  # another Flower layout: run it unchanged
-        warnings.warn("This Flower version's SuperNode loop is not the one this launcher "
-                      "knows; running it with its own waits.", RuntimeWarning, stacklevel=1)
     argv = sys.argv[1:]
     secret = _option(argv, "--superexec-auth-secret-file", "")
     if secret:  # the long-lived executor does not speak SuperExec authentication
         warnings.warn("--superexec-auth-secret-file: the SuperNode starts Flower's own "
                       "ClientApp process per message (no long-lived executor).",
                       RuntimeWarning, stacklevel=1)
-    if _option(argv, "--isolation", "") == "" and not secret and _executor_supported():
+    use_executor = _option(argv, "--isolation", "") == "" and not secret and _executor_supported()
+    wake = os.pipe() if use_executor else None  # the node wakes its executor up
+    if wake is not None:
+        os.set_blocking(wake[1], False)
+    _short_object_waits(start_client_internal)
+    if (getattr(start_client_internal, "time", None) is time
+            and callable(getattr(start_client_internal, "_pull_and_store_message", None))):
+        waits = _Waits(idle)
+        start_client_internal.time = waits
+        _wrap_pull(start_client_internal, waits, _ContentFirst(),
+                   None if wake is None else wake[1])
+    else:  # another Flower layout: run it unchanged
+        warnings.warn("This Flower version's SuperNode loop is not the one this launcher "
+                      "knows; running it with its own waits.", RuntimeWarning, stacklevel=1)
+    if use_executor:
         host = _option(argv, "--host", UVICORN_DEFAULT_HOST)
         port = _option(argv, "--port", str(SUPERNODE_UVICORN_DEFAULT_PORT))
         host = f"[{host}]" if ":" in host else host
@@ -241,7 +255,9 @@ def main() -> int:
         executor = subprocess.Popen(
             [sys.executable, "-m", "kernelscale.backends.flower.executor",
              "--runtime-api-address", f"{host}:{port}", "--poll-seconds", str(idle),
-             "--parent-pid", str(os.getpid()), *_runtime_tls(argv)])
+             "--parent-pid", str(os.getpid()), "--wake-fd", str(wake[0]),
+             *_runtime_tls(argv)], pass_fds=(wake[0],))
+        os.close(wake[0])
     else:
         executor = None
     sys.argv = ["flower-supernode", *argv]
