@@ -85,14 +85,14 @@ def run_distributed(method, X, k, param, n_refine, seed):
     """One fit of a distributed method; labels in worker order, the client order, the ledger."""
     cluster, order = clients(X, seed)
     common = dict(n_refine=n_refine, coreset_size=CORESET, random_state=seed)
-    if method == "FK":
+    if method == "FK":  # the papers' own rounds (benchmarks/rounds.py: against the default)
         r = fk_kmeans(cluster, k, n_eigenvectors=k, n_random_features=D_FK, max_iter=param,
-                      **common)
+                      protocol="paper", **common)
     elif method == "RFK":
         r = rfk_kmeans(cluster, k, n_random_features=param, **common)
     else:
         r = distributed_spectral_clustering(cluster, k, n_components=k, n_landmarks=param,
-                                            **common, **CE_OPTIONS)
+                                            protocol="paper", **common, **CE_OPTIONS)
     return r.labels, order, cluster.ledger
 
 

@@ -1,33 +1,50 @@
-"""Benchmark: where a round's time goes on Flower, and what the kernelscale SuperNode saves.
+"""Benchmark: where a round's time goes on Flower, and FK k-means through `flwr run`.
 
-    python benchmarks/flower_rounds.py               # 3 nodes, 10 trivial rounds per setting
-    python benchmarks/flower_rounds.py --rounds 5    # quicker
+    python benchmarks/flower_rounds.py                    # everything below
+    python benchmarks/flower_rounds.py --before ../main   # and the trivial round of another
+                                                          # checkout, alternated with this one
+    python benchmarks/flower_rounds.py --rounds 5 --seeds 1   # quicker
 
-One ``LocalFederation`` (a SuperLink and three SuperNodes on 127.0.0.1) per
-setting, all in one run so that their times compare on the same machine load:
+1. **A trivial round** (``describe_partition``: milliseconds of work on every node) on
+   a ``LocalFederation`` of three SuperNodes and a SuperLink on 127.0.0.1, per
+   setting, each in a process of its own, alternated so that they share the
+   machine's load:
 
-* ``stock``: Flower 1.42's own ``flower-supernode``: a fresh ``flwr-clientapp``
-  process per message (launched by the node's SuperExec, which polls every 1 s),
-  3 s of sleep after an empty poll of the SuperLink, 0.5 s steps while waiting
-  for the ClientApp's reply;
-* ``short waits``: the kernelscale launcher with ``--isolation subprocess``: the
-  same process per message, the node's waits shortened (0.02 s);
-* ``kernelscale``: the launcher's default: the short waits and one long-lived
-  ClientApp process per node (Flower's process isolation mode,
-  :mod:`kernelscale.backends.flower.executor`).
+   * ``stock``: Flower 1.42's own ``flower-supernode`` (a ``flwr-clientapp``
+     process per message, launched by a SuperExec that polls every 1 s; 3 s of
+     sleep after an empty poll of the SuperLink);
+   * ``process per message``: the kernelscale launcher with ``--isolation
+     subprocess`` (the same process per message, the node's waits shortened);
+   * ``kernelscale``: the launcher's default (:mod:`kernelscale.backends.flower.supernode`:
+     one long-lived ClientApp process per node, short waits);
+   * with ``--before PATH``: the ``kernelscale`` setting of the checkout at PATH,
+     run from its own code (what this one changed, side by side).
 
-For each: the start-up (federation and ``FlowerCluster``), the seconds of a
-trivial round (``describe_partition``: milliseconds of work on every node) and a
-small FK k-means fit (its rounds and seconds). The same FK fit in-process is the
-reference, and the import time of ``flwr-clientapp`` (what every message pays
-in the two process-per-message settings) is measured on its own. Writes
-``rounds.csv`` and ``summary.md`` under ``benchmarks/results/flower_rounds/``.
+2. **Where the trivial round's time goes** (kernelscale setting; with ``--before``
+   also PATH's): every process of the federation logs its hops
+   (``benchmarks/flower_trace``), and each round is cut into stages at the
+   slowest node's events (the round waits for it); the medians over the rounds
+   and the HTTP requests a round makes.
+
+3. **The digits FK k-means fit through** ``flwr run`` on a TLS, node-authenticated
+   federation (``LocalFederation(tls=True, node_auth=True)``, three nodes holding
+   ``X[i::3]`` of the standardised digits, the app of ``kernelscale flower-app``):
+   ``FederatedKernelKMeans(n_clusters=10, n_random_features=20, max_iter=1,
+   n_refine=0)`` (``docs/flower.md``'s example) with ``protocol='paper'`` and the
+   default, per seed: the rounds (the run's log, every phase), the fit's seconds
+   (the fitting app's own count, first round to last), the ``flwr run`` command's
+   wall time and the NMI of the saved model's labels.
+
+Writes ``rounds.csv``, ``profile.csv``, ``fits.csv`` and ``summary.md`` under
+``benchmarks/results/flower_rounds/``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -36,20 +53,31 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelscale.backends.flower.cluster import FlowerCluster
-from kernelscale.backends.flower.local import LocalFederation
-from kernelscale.backends.local import LocalCluster
-from kernelscale.bench import write_rows
-from kernelscale.federated.fkkmeans import fk_kmeans
-from kernelscale.runtime.validation import describe_partition
-
 OUT = Path(__file__).parent / "results" / "flower_rounds"
+TRACE_DIR = Path(__file__).parent / "flower_trace"
 SETTINGS = {
     "stock": dict(node_idle_seconds=None),
-    "short waits": dict(process_per_message=True),
+    "process per message": dict(process_per_message=True),
     "kernelscale": dict(),
 }
-FK = dict(n_random_features=6, max_iter=1, coreset_size=20, n_refine=0, gamma=0.5)
+FK = {"n-clusters": 10, "n-random-features": 20, "max-iter": 1, "n-refine": 0}
+#: Stages of a round, in order: (name, the event that ends it).
+STAGES = [
+    ("master to SuperLink: the ServerApp pushes the messages and their objects", "push"),
+    ("SuperLink to the nodes: the node's poll finds the message, pulls its objects",
+     "node_pulled"),
+    ("node to ClientApp: its poll finds the task, pulls the message and context",
+     "step_start"),
+    ("the step", "step_end"),
+    ("ClientApp to node: the reply and the context pushed", "app_done"),
+    ("node to SuperLink: the node sees the reply, pushes it and its objects", "node_sent"),
+    ("SuperLink to master: the ServerApp's poll, the replies' objects pulled, the relay",
+     "end"),
+]
+
+
+# ----------------------------------------------------------------------------------
+# 1 and 2: one setting's trivial rounds, in a process of its own (--trial).
 
 
 def partitions(seed: int = 0) -> list[np.ndarray]:
@@ -58,8 +86,58 @@ def partitions(seed: int = 0) -> list[np.ndarray]:
     return [X[i::3] for i in range(3)]
 
 
+def trial(setting: str, rounds: int) -> dict:
+    """The trivial rounds of ``setting`` with this process's kernelscale."""
+    import builtins
+
+    from kernelscale.backends.flower.cluster import FlowerCluster
+    from kernelscale.backends.flower.local import LocalFederation
+    from kernelscale.runtime.validation import describe_partition
+
+    mark = getattr(builtins, "_kernelscale_trace", lambda *args: None)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder, configs = Path(tmp), []
+        for i, part in enumerate(partitions()):
+            np.save(folder / f"p{i}.npy", part)
+            configs.append({"partition-id": i, "partition-path": str(folder / f"p{i}.npy")})
+        start = time.perf_counter()
+        with LocalFederation(configs, folder / "federation", **SETTINGS[setting]) as fed:
+            with FlowerCluster(fed.address, 3, timeout=300, start_timeout=600) as cluster:
+                startup = time.perf_counter() - start
+                cluster.broadcast_map(describe_partition, round="warm-up",
+                                      reply_kind="scalars")
+                seconds, cpu = [], _cpu_seconds()
+                for _ in range(rounds):
+                    t = time.time()
+                    cluster.broadcast_map(describe_partition, round="describe",
+                                          reply_kind="scalars")
+                    seconds.append(time.time() - t)
+                    mark("master.round", t, seconds[-1])
+                cpu = (_cpu_seconds() - cpu) / rounds
+    return {"startup_s": round(startup, 2), "round_median_s": round(float(np.median(seconds)), 3),
+            "round_mean_s": round(float(np.mean(seconds)), 3),
+            "round_min_s": round(float(np.min(seconds)), 3), "round_cpu_s": round(cpu, 3)}
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and every process under it so far, the
+    ended ones included (through their parents' ``children_*`` times)."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for process in [me, *me.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+            total += times.user + times.system + times.children_user + times.children_system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
 def import_seconds(repeats: int = 3) -> float:
-    """Median seconds of ``import flwr.supernode.cli.flwr_clientapp`` in a new Python."""
+    """Median seconds of ``import flwr.supernode.cli.flwr_clientapp`` in a new Python (what
+    a process per message pays before it runs anything)."""
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -69,82 +147,211 @@ def import_seconds(repeats: int = 3) -> float:
     return float(np.median(times))
 
 
-def run_setting(name: str, parts, folder: Path, rounds: int) -> dict:
-    configs = []
-    for i, part in enumerate(parts):
-        np.save(folder / f"p{i}.npy", part)
-        configs.append({"partition-id": i, "partition-path": str(folder / f"p{i}.npy")})
-    start = time.perf_counter()
-    with LocalFederation(configs, folder / name.replace(" ", "_"), **SETTINGS[name]) as fed:
-        with FlowerCluster(fed.address, len(parts), timeout=300, start_timeout=600) as cluster:
-            startup = time.perf_counter() - start
-            seconds = []
-            for _ in range(rounds):
-                t = time.perf_counter()
-                cluster.broadcast_map(describe_partition, round="describe",
-                                      reply_kind="scalars")
-                seconds.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            fk_kmeans(cluster, 2, random_state=0, **FK)
-            fk_seconds = time.perf_counter() - t
-            fk_rounds = len(cluster.ledger.times(None)) - rounds
-    return {"setting": name, "startup_s": round(startup, 2),
-            "round_median_s": round(float(np.median(seconds)), 3),
-            "round_mean_s": round(float(np.mean(seconds)), 3),
-            "round_min_s": round(float(np.min(seconds)), 3),
-            "fk_rounds": fk_rounds, "fk_s": round(fk_seconds, 2),
-            "fk_s_per_round": round(fk_seconds / fk_rounds, 3)}
+def run_trial(tree: Path, setting: str, rounds: int, trace: Path | None = None) -> dict:
+    """:func:`trial` in a new Python whose kernelscale is ``tree``'s (traced: ``trace``)."""
+    env = dict(os.environ)
+    path = [str(tree)] + ([str(TRACE_DIR)] if trace else [])
+    env["PYTHONPATH"] = os.pathsep.join(path)
+    if trace:
+        env["KERNELSCALE_TRACE"] = str(trace)
+    else:
+        env.pop("KERNELSCALE_TRACE", None)
+    out = subprocess.run([sys.executable, __file__, "--trial", setting, "--rounds", str(rounds)],
+                         env=env, cwd=tree, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def stages(trace: Path) -> tuple[list[dict], list[dict]]:
+    """Per round: the seconds of each stage of :data:`STAGES`, and its HTTP requests."""
+    events = []
+    for line in trace.read_text().splitlines():
+        start, pid, event, seconds = line.split()
+        events.append((float(start), int(pid), event, float(seconds)))
+    rounds, requests = [], []
+    for t0, _, event, seconds in events:
+        if event != "master.round":
+            continue
+        t1 = t0 + seconds
+        inside = [e for e in events if t0 <= e[0] <= t1]
+
+        def last_end(name, inside=inside):
+            ends = [s + d for s, _, e, d in inside if e == name]
+            return max(ends) if ends else np.nan
+
+        marks = {"push": last_end("grid.push"), "node_pulled": last_end("node.pull"),
+                 "step_start": max((s for s, _, e, _ in inside if e == "app.step"),
+                                   default=np.nan),
+                 "step_end": last_end("app.step"), "app_done": last_end("app.push_output"),
+                 "node_sent": last_end("node.push"), "end": t1}
+        row, previous = {}, t0
+        for name, mark in STAGES:  # a stage that the slowest node overlapped counts 0
+            end = float(np.fmax(marks[mark], previous))
+            row[name], previous = end - previous, end
+        rounds.append(row)
+        http = [(e, d) for _, _, e, d in inside if e.startswith("http")]
+        requests.append({"requests": len(http), "request_seconds": sum(d for _, d in http)})
+    return rounds, requests
+
+
+# ----------------------------------------------------------------------------------
+# 3: FK k-means through `flwr run` on a TLS, node-authenticated federation.
+
+
+def flwr_fits(seeds: int) -> list[dict]:
+    from kernelscale.backends.flower.cli import write_fit_app
+    from kernelscale.backends.flower.connection import flwr_command
+    from kernelscale.backends.flower.local import LocalFederation
+    from kernelscale.datasets import load_digits_standardized
+    from kernelscale.metrics.clustering import nmi
+    from kernelscale.model import load_model
+
+    X, y = load_digits_standardized()
+    truth = np.concatenate([y[i::3] for i in range(3)])
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder, configs = Path(tmp), []
+        for i in range(3):
+            np.save(folder / f"p{i}.npy", X[i::3])
+            configs.append({"partition-id": i, "partition-path": str(folder / f"p{i}.npy")})
+        app = write_fit_app(folder / "app").parent
+        with LocalFederation(configs, folder / "federation", tls=True, node_auth=True) as fed:
+            for seed in range(seeds):
+                for protocol in ("paper", "auto"):
+                    output = folder / f"fk-{protocol}-{seed}.npz"
+                    config = {"estimator": "FederatedKernelKMeans", **FK, "n-workers": 3,
+                              "protocol": protocol, "random-state": seed,
+                              "output": str(output)}
+                    text = " ".join(f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}"
+                                    for k, v in config.items())
+                    start = time.perf_counter()
+                    run = subprocess.run(
+                        [flwr_command(), "run", str(app), fed.connection, "--stream",
+                         "--run-config", text], env=fed.flwr_env(), capture_output=True,
+                        text=True, timeout=1800, stdin=subprocess.DEVNULL)
+                    wall = time.perf_counter() - start
+                    log = run.stdout + run.stderr
+                    fitted = re.search(r"fitted in ([0-9.]+) s", log)
+                    if not output.exists() or fitted is None:
+                        raise RuntimeError(f"flwr run failed:\n{log[-3000:]}")
+                    rounds = re.findall(r"kernelscale: round \d+ '([^']+)' \((\w+)\)", log)
+                    model = load_model(output)
+                    rows.append({"protocol": protocol, "seed": seed, "rounds": len(rounds),
+                                 "fit_rounds": sum(p == "fit" for _, p in rounds),
+                                 "fit_s": float(fitted.group(1)),
+                                 "flwr_run_wall_s": round(wall, 2),
+                                 "nmi": round(nmi(truth, model.labels_), 4)})
+                    print(rows[-1], flush=True)
+    return rows
+
+
+# ----------------------------------------------------------------------------------
+# The summary.
+
+
+def _stage_table(profiles: dict) -> list[str]:
+    names = list(profiles)
+    lines = ["| stage | " + " | ".join(f"{n}: median s" for n in names) + " |",
+             "|---|" + "---|" * len(names)]
+    for stage, _ in STAGES:
+        lines.append(f"| {stage} | " + " | ".join(
+            f"{np.nanmedian([r[stage] for r in profiles[n]['rounds']]):.3f}"
+            for n in names) + " |")
+    lines.append("| HTTP requests per round (their seconds, added up) | " + " | ".join(
+        f"{np.median([r['requests'] for r in profiles[n]['requests']]):.0f} "
+        f"({np.median([r['request_seconds'] for r in profiles[n]['requests']]):.2f} s)"
+        for n in names) + " |")
+    return lines
+
+
+def summary(rows, profiles, fits, args, load, clientapp_import: float) -> str:
+    lines = [f"# Flower round cost (`python benchmarks/flower_rounds.py --rounds {args.rounds} "
+             f"--seeds {args.seeds}{' --before PATH' if args.before else ''}`)", "",
+             f"Three SuperNodes and a SuperLink on one machine, {os.cpu_count()} cores, load "
+             f"average {load[0]:.1f} at the start and {os.getloadavg()[0]:.1f} at the end "
+             "(other jobs ran beside it: compare the settings as ratios within this run; the "
+             "CPU seconds a round costs all the federation's processes together depend "
+             "less on the load than its wall time, though its polls run for as long as it "
+             "lasts).",
+             "", "## A trivial round", "",
+             "| setting | start-up s | trivial round s (median / mean / min) | CPU s a round, "
+             "all processes |", "| --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['setting']} | {r['startup_s']} | {r['round_median_s']} / "
+                     f"{r['round_mean_s']} / {r['round_min_s']} | {r['round_cpu_s']} |")
+    lines.append(f"\nImporting `flwr-clientapp` in a new Python: {clientapp_import:.2f} s "
+                 "(median of 3), paid by every message when each starts its own process.")
+    by = {r["setting"]: r for r in rows}
+    if "stock" in by and "kernelscale" in by:
+        ratio = by["stock"]["round_median_s"] / by["kernelscale"]["round_median_s"]
+        lines.append(f"\nStock / kernelscale, trivial round: {ratio:.1f}x.")
+    if "before" in by and "kernelscale" in by:
+        ratio = by["before"]["round_median_s"] / by["kernelscale"]["round_median_s"]
+        lines.append(f"Before ({args.before}) / now, trivial round: {ratio:.1f}x.")
+    if profiles:
+        lines += ["", "## Where a trivial round's time goes", "",
+                  "Each stage ends at the slowest node's event (the round waits for it; a "
+                  "stage that another node's overlapped counts 0); medians over the rounds "
+                  "of a traced run (`benchmarks/flower_trace`).", ""]
+        lines += _stage_table(profiles)
+    if fits:
+        lines += ["", "## The digits FK k-means fit through `flwr run` (TLS, node "
+                  "authentication)", "",
+                  "| protocol | rounds (all phases) | fit rounds | fit s | `flwr run` wall s | "
+                  "NMI |", "|---|---|---|---|---|---|"]
+        for protocol in ("paper", "auto"):
+            group = [f for f in fits if f["protocol"] == protocol]
+            lines.append(
+                f"| {protocol} | {np.mean([f['rounds'] for f in group]):.0f} | "
+                f"{np.mean([f['fit_rounds'] for f in group]):.0f} | "
+                f"{np.median([f['fit_s'] for f in group]):.2f} (median) | "
+                f"{np.median([f['flwr_run_wall_s'] for f in group]):.1f} (median) | "
+                f"{np.mean([f['nmi'] for f in group]):.4f} (mean of {len(group)}) |")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--seeds", type=int, default=3, help="FK fits per protocol")
     parser.add_argument("--settings", nargs="*", default=list(SETTINGS))
+    parser.add_argument("--before", type=Path, help="another checkout, run side by side")
+    parser.add_argument("--no-fits", action="store_true", help="skip the flwr run fits")
+    parser.add_argument("--trial", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    parts = partitions()
-    rows = []
+    if args.trial:
+        print(json.dumps(trial(args.trial, args.rounds)))
+        return
+    here = Path(__file__).resolve().parents[1]
     load = os.getloadavg()
+    trees = {"kernelscale": here} | ({"before": args.before.resolve()} if args.before else {})
+    rows, profiles = [], {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.settings:
-            rows.append(run_setting(name, parts, Path(tmp), args.rounds))
+        for setting in args.settings:  # this checkout's settings, then the one before
+            rows.append({"setting": setting, **run_trial(here, setting, args.rounds)})
             print(rows[-1], flush=True)
-    local = LocalCluster(parts)
-    t = time.perf_counter()
-    fk_kmeans(local, 2, random_state=0, **FK)
-    in_process = time.perf_counter() - t
+            if setting == "kernelscale" and args.before:
+                rows.append({"setting": "before", **run_trial(args.before.resolve(),
+                                                               "kernelscale", args.rounds)})
+                print(rows[-1], flush=True)
+        for name, tree in trees.items():
+            trace = Path(tmp) / f"{name}.trace"
+            run_trial(tree, "kernelscale", args.rounds, trace)
+            rounds, requests = stages(trace)
+            profiles[name] = {"rounds": rounds, "requests": requests}
+    fits = [] if args.no_fits else flwr_fits(args.seeds)
     clientapp_import = import_seconds()
+    from kernelscale.bench import write_rows
+
     OUT.mkdir(parents=True, exist_ok=True)
     write_rows(OUT / "rounds.csv", rows)
-    base = {r["setting"]: r for r in rows}
-    lines = [
-        "# Flower round cost (`python benchmarks/flower_rounds.py "
-        f"--rounds {args.rounds}`)", "",
-        f"Three SuperNodes and a SuperLink on one machine, {os.cpu_count()} cores, load "
-        f"average {load[0]:.1f} at the start and {os.getloadavg()[0]:.1f} at the end "
-        "(other jobs ran: compare the settings as ratios, all from this one run).", "",
-        "| setting | start-up s | trivial round s (median / mean / min) | FK fit: rounds, s, "
-        "s per round |", "| --- | --- | --- | --- |"]
-    for r in rows:
-        lines.append(f"| {r['setting']} | {r['startup_s']} | {r['round_median_s']} / "
-                     f"{r['round_mean_s']} / {r['round_min_s']} | {r['fk_rounds']}, "
-                     f"{r['fk_s']}, {r['fk_s_per_round']} |")
-    lines += ["", f"The same FK fit in-process: {in_process:.3f} s. Importing "
-              f"`flwr-clientapp` in a new Python: {clientapp_import:.2f} s (median of 3), "
-              "paid by every message when each starts its own process."]
-    def ratio(a, b, key):
-        return base[a][key] / base[b][key]
-
-    if "stock" in base and "kernelscale" in base:
-        lines.append("Stock / kernelscale: trivial round "
-                     f"{ratio('stock', 'kernelscale', 'round_median_s'):.1f}x, FK seconds "
-                     f"per round {ratio('stock', 'kernelscale', 'fk_s_per_round'):.1f}x.")
-    if "short waits" in base and "kernelscale" in base:
-        lines.append("Process per message with short waits / kernelscale: trivial round "
-                     f"{ratio('short waits', 'kernelscale', 'round_median_s'):.1f}x, FK "
-                     f"seconds per round "
-                     f"{ratio('short waits', 'kernelscale', 'fk_s_per_round'):.1f}x.")
-    (OUT / "summary.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_rows(OUT / "profile.csv", [
+        {"tree": name, "round": i, **r, **q} for name, p in profiles.items()
+        for i, (r, q) in enumerate(zip(p["rounds"], p["requests"], strict=True))])
+    if fits:
+        write_rows(OUT / "fits.csv", fits)
+    text = summary(rows, profiles, fits, args, load, clientapp_import)
+    (OUT / "summary.md").write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":

@@ -3,10 +3,11 @@ Federated kernel k-means with dropout
 =====================================
 
 :class:`~kernelscale.federated.FederatedKernelKMeans` clusters data that stays on its
-owners' devices (paper 003): fresh random features each iteration, a distributed
-Lanczos whose size never depends on the number of points, then a coreset k-means. No
-client sends a data row. Devices drop out: ``dropout=p`` lets a random fraction p of
-the clients miss each round, and the server rescales what it got from the others.
+owners' devices (paper 003): fresh random features each iteration, an eigenproblem
+whose size never depends on the number of points (each client sends its share of it
+once per iteration: one round), then a coreset k-means. No client sends a data row.
+Devices drop out: ``dropout=p`` lets a random fraction p of the clients miss each
+round, and the server rescales what it got from the others.
 """
 
 import matplotlib.pyplot as plt
@@ -31,7 +32,8 @@ for p in rates:
     scores.append(nmi(y, fk.labels_))
     uploads.append(fk.communication_.upload_words())
     print(
-        f"dropout {p:.0%}: NMI {scores[-1]:.3f}, {uploads[-1]:,d} words uploaded"
+        f"dropout {p:.0%}: NMI {scores[-1]:.3f}, {uploads[-1]:,d} words uploaded in "
+        f"{fk.communication_.n_rounds()} rounds"
     )
 
 print(fk.communication_.words_by_kind())  # no 'raw_points'

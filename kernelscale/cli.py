@@ -147,8 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "--max-words, the method and |Y| that budget buys. The chosen method "
                      "and the reason are printed")
     fit.add_argument("--verbose", action="store_true",
-                     help="also print the communication ledger (every round's words, by kind "
-                     "and phase) on stderr")
+                     help="also print the communication ledger (every round's count and words, "
+                     "by kind and phase) on stderr")
     fit.add_argument("--max-words", type=positive_int,
                      help="a word budget for the fit: the method (unless --method) and |Y| "
                      "that the word forecast and the pilot pick within it (so not with "
@@ -236,13 +236,14 @@ def run_demo(args) -> int:
             rows.append((name + ("*" if method == "random_features" else ""),
                          excess_energy_ratio(err, reference["opt"], reference["trace"]),
                          err / reference["opt"], est.communication_.total_words("fit"),
-                         est.communication_.upload_words("fit"), seconds))
+                         est.communication_.upload_words("fit"),
+                         est.communication_.n_rounds("fit"), seconds))
             bar.update()
     print(f"{'method':<18} {'excess ratio':>12} {'err/opt':>9} {'fit words':>12} "
-          f"{'upload':>12} {'seconds':>8}")
-    for name, excess, ratio, words, up, seconds in rows:
+          f"{'upload':>12} {'rounds':>6} {'seconds':>8}")
+    for name, excess, ratio, words, up, rounds, seconds in rows:
         print(f"{name:<18} {_shown(excess):>12.5f} {_shown(ratio):>9.5f} {words:>12,} "
-              f"{up:>12,} {seconds:>8.2f}")
+              f"{up:>12,} {rounds:>6} {seconds:>8.2f}")
     print()
     for line in _demo_explanation(rows, X.shape, args.n_components):
         print(line)
@@ -258,6 +259,8 @@ DEMO_COLUMNS = (
     ("fit words", "every number sent during the fit, both directions (the ledger's count)"),
     ("upload", "the words of those sent from the workers to the master (what federated "
      "settings count)"),
+    ("rounds", "the fit's round trips, master to every worker and back: each costs the "
+     "network's latency, whatever its words"),
     ("seconds", "the fit's wall-clock time on this machine (shared machines are noisy)"),
 )
 #: Excess ratios the verdict calls near-exact and good.
@@ -336,7 +339,7 @@ def run_fit(args) -> int:
     est.fit(X)
     seconds = time.perf_counter() - start
     save_model(est.model_, args.out)
-    words = est.communication_.total_words("fit")
+    words, rounds = est.communication_.total_words("fit"), est.communication_.n_rounds("fit")
     if args.verbose:
         print(est.communication_.summary("fit"), file=sys.stderr)
     note = _costlier_than_the_data(words, X)
@@ -344,7 +347,7 @@ def run_fit(args) -> int:
         print_note(note)
     budget = "" if args.max_words is None else f" (at most {args.max_words:,})"
     print(f"fitted {est.method_} on {X.shape[0]} x {X.shape[1]} in {seconds:.2f} s; "
-          f"{words:,} words{budget}; model written to {args.out}")
+          f"{words:,} words{budget} in {rounds} rounds; model written to {args.out}")
     if args.method is None:
         print(_why_this_method(args, est))
     return 0

@@ -73,8 +73,7 @@ def test_uniform_batch_ledger_sends_the_sample_up_and_the_model_down(center):
     # workers were never told the kernel).
     model_words = s * (n_y * d + n_y * k + (n_y if center else 0) + 5)
     assert cluster.ledger.words_by_round() == {
-        "uniform sampling: seeds": {DOWN: s, UP: 0},
-        "uniform sampling": {DOWN: s, UP: n_y * d},
+        "uniform sampling": {DOWN: 2 * s, UP: n_y * d},  # a seed and a count each
         "batch KPCA: copies": {DOWN: 0, UP: n_y},
         "batch KPCA: landmarks and components": {DOWN: model_words, UP: 0},
     }
@@ -103,8 +102,7 @@ def test_uniform_dislr_ledger(center):
     assert model.landmarks.shape == (n_y, d)
     extra = 1 if center else 0
     assert cluster.ledger.words_by_round() == {
-        "uniform sampling: seeds": {DOWN: s, UP: 0},
-        "uniform sampling": {DOWN: s, UP: n_y * d},
+        "uniform sampling": {DOWN: 2 * s, UP: n_y * d},  # a seed and a count each
         "disLR: k(Y,A_i) k(A_i,Y)": {DOWN: s * (n_y * d + 9 + 1),
                                      # + sum_a k(a, a): one word per worker
                                      UP: s * (n_y * (n_y + 1) // 2 + extra * n_y + 1)},

@@ -59,6 +59,9 @@ def test_forecast_equals_the_ledger_round_by_round(method, options, seed):
         assert forecast.words_by_kind() == ledger.words_by_kind("fit")
         assert forecast.words == ledger.total_words("fit")
         assert forecast.upload_words == ledger.upload_words("fit")
+        # and its rounds, each a round trip whatever its words (issue 45)
+        assert forecast.rounds_by_name() == ledger.rounds_by_name("fit")
+        assert forecast.n_rounds == ledger.n_rounds("fit")
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -235,10 +238,14 @@ def test_cli_plan_and_fit_with_max_words(tmp_path, capsys):
     assert main(["plan", "--data", str(data), str(data), "--workers", "4"]) == 0
     out = capsys.readouterr().out
     assert out.count("uniform_batch") == 2 and "|Y| = 400" in out and "3,000 x 6" in out
+    # each cell: the forecast's words / rounds (issue 45)
+    batch = forecast_words("uniform_batch", [750] * 4, 6, 10, 400, kernel="rbf", center=True)
+    assert f"{batch.words:,} / {batch.n_rounds}" in out and "both directions / rounds" in out
     assert main(["plan", "--data", str(data), "--workers", "4", "--max-words", "40000"]) == 0
     out = capsys.readouterr().out
     chosen, pilot = out.strip().splitlines()[-2:]
     assert chosen.startswith("fit --max-words 40000 runs diskpca with |Y| = ")
+    assert " rounds): " in chosen
     assert pilot.strip().startswith("its uniform pilot of ") and "uniform_batch with" in pilot
     assert "keeps this plan" not in pilot
     # a polynomial kernel: a pilot of k points, too few to read, which keeps the plan
@@ -253,7 +260,7 @@ def test_cli_plan_and_fit_with_max_words(tmp_path, capsys):
     out = capsys.readouterr().out
     fitted, budget = out.strip().splitlines()
     words = int(fitted.split("; ")[1].split(" words")[0].replace(",", ""))
-    assert words <= 40_000 and "(at most 40,000)" in fitted
+    assert words <= 40_000 and "(at most 40,000) in " in fitted and " rounds; " in fitted
     method = fitted.split()[1]
     # the fit says what it ran after the pilot, and why
     assert budget.startswith(f"budget: {method} with |Y| = ") and "pilot" in budget

@@ -89,13 +89,44 @@ def test_an_unknown_tag_is_refused():
 def test_the_supernode_launcher_shortens_only_flowers_fixed_waits():
     from types import SimpleNamespace
 
-    from kernelscale.backends.flower.supernode import _ShortIdle
+    from kernelscale.backends.flower.supernode import _Waits
 
-    slept = []
-    fake_time = SimpleNamespace(sleep=slept.append, monotonic=lambda: 7.0)
-    clock = _ShortIdle(0.1, fake_time)
-    clock.sleep(3)  # after an empty poll of the SuperLink
+    slept, now = [], [7.0]
+    fake_time = SimpleNamespace(sleep=slept.append, monotonic=lambda: now[0])
+    clock = _Waits(0.1, idle_seconds=0.4, active_seconds=5.0, reply_seconds=0.01,
+                   clock=fake_time)
+    clock.sleep(3)  # after an empty poll of the SuperLink, while active
     clock.sleep(0.5)  # while waiting for the ClientApp's reply
     clock.sleep(0.25)
-    assert slept == [0.1, 0.1, 0.25]
-    assert clock.monotonic() == 7.0
+    assert slept == [0.1, 0.01, 0.25]
+    now[0] = 13.0  # 6 s without a message: the idle interval
+    clock.sleep(3)
+    clock.saw_message()  # a message: the short interval again
+    clock.sleep(3)
+    assert slept[3:] == [0.4, 0.1]
+    assert clock.monotonic() == 13.0
+
+
+def test_the_supernode_launcher_hands_a_task_out_once_its_content_is_stored():
+    from kernelscale.backends.flower.supernode import _ContentFirst
+
+    class State:  # the two methods of Flower's NodeState that the launcher wraps
+        def __init__(self):
+            self.tasks, self.claimed = [], []
+
+        def create_task(self, task_type, run_id):
+            self.tasks.append(len(self.tasks) + 1)
+            return self.tasks[-1]
+
+        def claim_task(self, task_id):
+            self.claimed.append(task_id)
+            return f"token-{task_id}"
+
+    state, first = State(), _ContentFirst()
+    with first.pulling(state):  # the node loop pulls a message: its task is created first
+        task = state.create_task("clientapp", 7)
+        assert state.claim_task(task) is None  # the content is not stored yet
+    assert state.claim_task(task) == f"token-{task}"  # the pull returned
+    other = state.create_task("clientapp", 7)  # a task created outside a pull
+    assert state.claim_task(other) == f"token-{other}"
+    assert state.claimed == [task, other]

@@ -49,7 +49,7 @@ def test_lanczos_step_words_do_not_depend_on_n_and_fit_words_barely_grow():
         X, _ = _blobs(n)
         cluster, _ = _cluster(X)
         result = fk_kmeans(cluster, 4, n_random_features=D, max_iter=6, coreset_size=100,
-                           random_state=0)
+                           random_state=0, protocol="paper")
         ledger = cluster.ledger
         step_words = {m.words for m in ledger.rounds("fit") if m.round == "dspgd: lanczos step"}
         # one Lanczos step moves D + r_t words each way per client, never anything sized n
@@ -107,10 +107,11 @@ def test_recovery_error_decreases():
 def test_dropout_keeps_going_with_fewer_uploads():
     X, y = _blobs(400, seed=1)
     full, order = _cluster(X, n_workers=8)
-    fk_kmeans(full, 4, n_random_features=20, max_iter=5, coreset_size=100, random_state=0)
+    fk_kmeans(full, 4, n_random_features=20, max_iter=5, coreset_size=100, random_state=0,
+              protocol="paper")
     dropped, _ = _cluster(X, n_workers=8)
     result = fk_kmeans(dropped, 4, n_random_features=20, max_iter=5, coreset_size=100,
-                       dropout=0.5, random_state=0)
+                       dropout=0.5, random_state=0, protocol="paper")
     assert result.labels.shape == (400,)
     assert normalized_mutual_info_score(y[order], result.labels) > 0.5
     lanczos_up = [m.words for m in dropped.ledger.rounds("fit")
@@ -120,15 +121,16 @@ def test_dropout_keeps_going_with_fewer_uploads():
 
 
 class _NoRescaleCluster(LocalCluster):
-    """Undoes the server's ``N / N_answered`` rescaling of the Lanczos products.
+    """Undoes the server's ``N / N_answered`` rescaling of the Lanczos products (and of the
+    pipelined protocol's Gram messages).
 
-    Each reply of a ``dspgd: lanczos step`` round is multiplied by
-    ``N_answered / N``, so the server's ``scale * sum`` is the plain sum over the
+    Each reply of a ``dspgd: lanczos step`` (or ``dspgd: iteration``) round is multiplied
+    by ``N_answered / N``, so the server's ``scale * sum`` is the plain sum over the
     clients that answered: DSPGD as if the rescaling were not there.
     """
 
     def _run(self, step, per_worker_args, round, deliver):
-        if round != "dspgd: lanczos step":
+        if round not in ("dspgd: lanczos step", "dspgd: iteration"):
             return super()._run(step, per_worker_args, round, deliver)
         replies = {}
         super()._run(step, per_worker_args, round,
@@ -141,7 +143,8 @@ class _NoRescaleCluster(LocalCluster):
             deliver(worker, None if reply is None else shrink * reply, 0.0)
 
 
-def test_dropout_rescaling_keeps_the_top_eigenvalues():
+@pytest.mark.parametrize("protocol", ["paper", "gram"])
+def test_dropout_rescaling_keeps_the_top_eigenvalues(protocol):
     # With dropout p the server sees the Gram products of ~(1 - p) of the rows;
     # rescaling by N / N_answered must keep the estimated top-k eigenvalues of K
     # (sum of DSPGD's eigenvalue estimates) near the no-dropout ones. Without it
@@ -150,7 +153,7 @@ def test_dropout_rescaling_keeps_the_top_eigenvalues():
     # 0.97-1.01 with the rescaling (mean 0.99), 0.49-0.74 without (mean 0.62).
     X, _ = _blobs(400, seed=1)
     p, kwargs = 0.4, dict(n_random_features=50, max_iter=10, coreset_size=100,
-                          collect_labels=False)
+                          collect_labels=False, protocol=protocol)
 
     def top_sum(cluster_cls, dropout, seed):
         idx = make_partition(400, 8, "uniform", random_state=seed)

@@ -35,6 +35,9 @@ from kernelscale.vertical.oneshot import one_shot_kpca  # noqa: E402
 TOL = 1e-10
 TIMEOUT = 120.0
 FK = dict(n_random_features=6, max_iter=1, coreset_size=20, n_refine=0)
+# The kill tests stop a node after the first DSPGD iteration; the second notices it.
+FK_KILL = dict(FK, max_iter=2)
+STOP_ROUND = "dspgd: iteration"
 
 
 def _data():
@@ -283,9 +286,9 @@ def _fit_without_node_two(killable, cluster, round_name):
 
     killable.stop_at(cluster, round_name)
     fk = FederatedKernelKMeans(2, gamma=GAMMA, random_state=3, backend="flower",
-                               client=cluster, **FK)
+                               client=cluster, **FK_KILL)
     with pytest.warns(LostWorkerWarning, match=rf"worker {KILLED} \(Flower node \d+\) was lost "
-                                               r"in round 'dspgd: lanczos step'") as caught:
+                                               rf"in round '{STOP_ROUND}'") as caught:
         fk.fit(None)
     assert len([w for w in caught if issubclass(w.category, LostWorkerWarning)]) == 1
     return fk
@@ -312,13 +315,13 @@ def _check_fit_without_node_two(fk):
 def _fit_until_node_two_is_lost(killable, secure: bool):
     """lost="error": FK k-means until the round after SuperNode KILLED was killed."""
     cluster = killable.module(lost="error", secure_rounds="all" if secure else None)
-    killable.stop_at(cluster, "dspgd: lanczos step")
+    killable.stop_at(cluster, STOP_ROUND)
     node = cluster.node_ids[KILLED]
-    match = (rf"worker {KILLED} failed in round 'dspgd: lanczos step': "
+    match = (rf"worker {KILLED} failed in round '{STOP_ROUND}': "
              + (rf"the secure sum failed: node {node} was lost at SecAgg\+ stage"
                 if secure else rf"node {node} lost: (no reply within|.*Node Unavailable)"))
     with pytest.raises(WorkerError, match=match):
-        fk_kmeans(cluster, 2, gamma=GAMMA, random_state=3, **FK)
+        fk_kmeans(cluster, 2, gamma=GAMMA, random_state=3, **FK_KILL)
 
 
 # The kill tests alternate between the module's cluster and a cluster of their own, so
@@ -334,7 +337,7 @@ def test_a_node_killed_mid_fit_gives_one_worker_error_naming_it(killable):
 def test_a_node_killed_mid_fit_is_dropped_and_the_fit_completes(killable):
     """lost="drop": SIGKILL during DSPGD; the estimator finishes on the two others."""
     cluster = killable.open(lost="drop")
-    fk = _fit_without_node_two(killable, cluster, "dspgd: lanczos step")
+    fk = _fit_without_node_two(killable, cluster, STOP_ROUND)
     _check_fit_without_node_two(fk)
     assert fk.communication_.total_words(kind="raw_points") == 0
 
@@ -347,10 +350,10 @@ def test_a_node_killed_mid_secure_sums_gives_one_worker_error_naming_it(killable
 
 def test_a_node_killed_mid_fit_with_secure_sums_is_dropped(killable):
     """lost="drop" with every sum through SecAgg+: the node killed between two secure
-    Lanczos rounds is left out of the next SecAgg+ round (Flower alone fails there with a
+    DSPGD iterations is left out of the next SecAgg+ round (Flower alone fails there with a
     KeyError in secaggplus_mod on the other nodes) and the fit completes."""
     cluster = killable.open(lost="drop", secure_rounds="all", secure_range=SECURE_RANGE)
-    fk = _fit_without_node_two(killable, cluster, "dspgd: lanczos step")
+    fk = _fit_without_node_two(killable, cluster, STOP_ROUND)
     _check_fit_without_node_two(fk)
     kinds = fk.communication_.words_by_kind(direction="worker->master")
     assert "secure_sum" in kinds

@@ -133,8 +133,8 @@ def test_ridge_scale_must_be_a_finite_number_at_least_zero(digits, bad):
 
 def _expected_ridge_rounds(n_y, targets, s, d, k, center):
     """Words per round of the ridge sampler and disLR, from the protocol (dense rbf data)."""
-    rounds = {"pilot sampling: seeds": {DOWN: s, UP: 0},
-              "pilot sampling": {DOWN: s, UP: targets[0] * d}}
+    # the pilot: a seed and a count to every worker, in one round
+    rounds = {"pilot sampling": {DOWN: 2 * s, UP: targets[0] * d}}
     # the pilot is too small to read: P goes down first
     floor = sampling.RIDGE_FLOOR and targets[0] < MIN_PILOT * k
     if floor:  # with the kernel (5 words), the chunk size and ridge 0; a residual sum up

@@ -21,7 +21,12 @@ import numpy as np
 
 from kernelscale.features import RandomFourierFeatures
 from kernelscale.federated.fkkmeans import paper_gamma
-from kernelscale.federated.kmeans import kmeans_on_workers
+from kernelscale.federated.kmeans import (
+    first_round_requests,
+    kmeans_from_first_round,
+    kmeans_on_workers,
+    local_coreset,
+)
 from kernelscale.horizontal import diskpca
 from kernelscale.kernels import Kernel, make_kernel
 from kernelscale.linalg import as_generator, top_eigh
@@ -196,6 +201,23 @@ def project_step(state, kernel_params):
     state.embedding = np.vstack(out)
 
 
+def _kpca_kmeans_disclosure(coef, center, kernel_params, *request) -> str:
+    return "per-row" if request else "nothing"
+
+
+@worker_step(discloses=_kpca_kmeans_disclosure)
+def kpca_kmeans_step(state, coef, center, kernel_params, *request):
+    """The disKPCA model (the paper's last broadcast), the rows' projections on it, and
+    the k-means' first round on them (:func:`~kernelscale.federated.kmeans.local_coreset`
+    of ``request``; nothing for a worker that sends none)."""
+    state.coef, state.center = coef, center
+    project_step(state, kernel_params)
+    return local_coreset(state, *request) if request else None
+
+
+SPECTRAL_PROTOCOLS = ("auto", "paper")
+
+
 def distributed_spectral_clustering(
     cluster: Cluster,
     n_clusters: int,
@@ -204,6 +226,7 @@ def distributed_spectral_clustering(
     n_components: int | None = None,
     coreset_size: int = 1000,
     n_refine: int = 10,
+    protocol: str = "auto",
     random_state=None,
     **diskpca_params,
 ) -> ClusteringResult:
@@ -219,6 +242,12 @@ def distributed_spectral_clustering(
         Rank of the disKPCA subspace (default ``n_clusters``).
     coreset_size, n_refine : int
         Of the distributed k-means.
+    protocol : {'auto', 'paper'}
+        ``'paper'``: disKPCA's rounds, the components to every worker, their
+        projections, then the coreset k-means' two rounds. ``'auto'``: the same
+        model in two rounds fewer; the components, the projections and the
+        k-means' local solution and coreset in one message (the coreset's sizes
+        fixed beforehand, in proportion to the workers' rows).
     random_state : int, Generator or None
     **diskpca_params
         Passed to :func:`kernelscale.horizontal.diskpca` (``n_landmarks``,
@@ -239,14 +268,29 @@ def distributed_spectral_clustering(
         # reveals nothing its landmark upload would not.
         gamma = paper_gamma(cluster)
         kernel = make_kernel("rbf", gamma=gamma)
+    if protocol not in SPECTRAL_PROTOCOLS:
+        raise ValueError(f"protocol must be one of {SPECTRAL_PROTOCOLS}, got {protocol!r}.")
     k = n_clusters if n_components is None else n_components
     with cluster.tolerating_lost():  # a client lost from disKPCA's sampling on is left out
-        # Steps 1-4 of disKPCA (Algorithm 4 of 001); the workers keep Y and C.
-        model = diskpca(cluster, kernel, n_components=k, random_state=rng, **diskpca_params)
-        cluster.broadcast_map(project_step, kernel.to_dict(), round="spectral: project",
-                              kind="model")
+        # Steps 1-4 of disKPCA (Algorithm 4 of 001); the workers keep Y (and C).
+        model = diskpca(cluster, kernel, n_components=k, random_state=rng,
+                        send_model=protocol == "paper", **diskpca_params)
         # A lost client's rows get LOST_LABEL (their counts are the validation's).
-        km = kmeans_on_workers(cluster, n_clusters, coreset_size=coreset_size,
-                               source="embedding", point_kind="sketch", n_refine=n_refine,
-                               random_state=rng, n_rows=cluster.rows_per_worker.astype(int))
+        n_rows = cluster.rows_per_worker.astype(int)
+        if protocol == "paper":
+            cluster.broadcast_map(project_step, kernel.to_dict(), round="spectral: project",
+                                  kind="model")
+            km = kmeans_on_workers(cluster, n_clusters, coreset_size=coreset_size,
+                                   source="embedding", point_kind="sketch",
+                                   n_refine=n_refine, random_state=rng, n_rows=n_rows)
+        else:
+            requests, sizes, answers = first_round_requests(
+                rng, n_rows, n_clusters, coreset_size, "embedding", "sketch")
+            coef, center = model.coef, model.center
+            replies = cluster.scatter_map(
+                kpca_kmeans_step, [(coef, center, kernel.to_dict(), *r) for r in requests],
+                round="spectral: components, projections and local coresets", kind="model")
+            km = kmeans_from_first_round(cluster, replies, n_clusters, sizes=sizes,
+                                         responders=answers, source="embedding",
+                                         random_state=rng, n_refine=n_refine, n_rows=n_rows)
     return ClusteringResult(km.labels, km.centers, gamma, model)

@@ -26,14 +26,15 @@ from kernelscale.constraints import (
     StrOptions,
     kernel_names,
 )
-from kernelscale.federated.baselines import distributed_spectral_clustering
-from kernelscale.federated.fkkmeans import fk_kmeans
+from kernelscale.federated.baselines import SPECTRAL_PROTOCOLS, distributed_spectral_clustering
+from kernelscale.federated.fkkmeans import PROTOCOLS, fk_kmeans
 from kernelscale.federated.model_state import (
     fk_kmeans_state,
     restore_fk_kmeans,
     restore_spectral,
     spectral_state,
 )
+from kernelscale.federated.pipelined import DEFAULT_ROUND_COST
 from kernelscale.kernels import KERNELS, kernel_name, make_kernel
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
 from kernelscale.model_registry import register_estimator
@@ -61,9 +62,10 @@ def _cluster(estimator, X, y, rng):
 
 
 def _log_fit(estimator, info, start: float) -> None:
-    LOGGER.info("%s: %d samples over %d workers, %s fit words, %.2f s",
-                type(estimator).__name__, info.n_samples, info.n_workers,
-                f"{estimator.communication_.total_words('fit'):,}", time.perf_counter() - start)
+    ledger = estimator.communication_
+    LOGGER.info("%s: %d samples over %d workers, %d fit rounds, %s fit words, %.2f s",
+                type(estimator).__name__, info.n_samples, info.n_workers, ledger.n_rounds("fit"),
+                f"{ledger.total_words('fit'):,}", time.perf_counter() - start)
 
 
 def _in_input_order(indices, labels):
@@ -158,6 +160,28 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         Lloyd refinement rounds after the coreset solution (0: the paper's protocol).
     gamma : float, optional
         RBF parameter; default the paper's ``N^2 / (2 sum_ij ||x_i - x_j||^2)``.
+    protocol : {'auto', 'gram', 'block', 'lanczos', 'paper'}, default='auto'
+        How the rounds run; the model is Algorithm 1's whichever. ``'paper'``:
+        as the paper runs it, a round per seed, per Lanczos step and per update
+        of B (hundreds of rounds with the defaults). The others send each DSPGD
+        iteration as one message (the update of B, the fresh seed) and the
+        k-means' first two rounds as one (:mod:`kernelscale.federated.pipelined`):
+        ``'gram'`` each client's ``W_t^T W_t`` in the iteration's own round (the
+        exact eigenpairs; fewer words than Lanczos at small D), ``'block'`` a few
+        block Krylov rounds, ``'lanczos'`` the paper's Lanczos steps;
+        ``'auto'`` picks per iteration by words plus ``round_cost`` per round
+        (the Gram message at the default D). See ``docs/federated.md``.
+    round_cost : float, default=1e5
+        What one round costs, in words, for ``protocol='auto'``: the network's
+        round-trip time times its bandwidth, at 8 bytes a word (the default:
+        50 ms at 128 Mbit/s). 0 counts words alone.
+    aggregates_only : bool, default=False
+        Every reply a client sends is a sum over its rows (or nothing): the
+        k-means starts from the clients' local centres (sums and counts) and
+        refines them with ``n_refine`` distributed Lloyd rounds (sums and
+        counts); no coreset row and no label leaves a client. ``labels_`` is
+        then not set (each client keeps its rows' labels); ``predict`` labels
+        the rows you hold. What a node that answers aggregates only accepts.
     n_workers : int, default=5
         Clients (M = 5 in the paper's experiments).
     partition : {'uniform', 'power_law', 'label'}, default='uniform'
@@ -203,6 +227,7 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         The rows of a client lost during the fit (``backend='flower'`` with
         ``client=FlowerCluster(..., lost="drop")``) are labelled -1
         (``kernelscale.federated.kmeans.LOST_LABEL``): ``labels_ == -1``.
+        Not set with ``aggregates_only=True``.
     lost_workers_ : list of int
         Clients (partition ids) lost during the fit and left out of it; each
         was announced by a :class:`~kernelscale.runtime.LostWorkerWarning`
@@ -221,9 +246,13 @@ class FederatedKernelKMeans(_EmbeddingClustering):
     ranks_ : list of int
         Rank r_t of Z_t per iteration.
     lanczos_steps_ : list of int
-        Steps of the distributed Lanczos method per iteration.
+        Products of the eigen-solver per iteration: Lanczos steps, block Krylov
+        rounds, 0 for the Gram message.
+    eigensolvers_ : list of str
+        The eigen-solver of each iteration: ``'lanczos'``, ``'gram'`` or ``'block'``.
     communication_ : Ledger
-        Every message (phases 'setup', 'fit', and 'collect' for the labels).
+        Every message and round (phases 'setup', 'fit', and 'collect' for the
+        labels); ``communication_.n_rounds()`` counts the fit's rounds.
     n_iter_ : int
         DSPGD iterations run (``max_iter``).
     n_features_in_ : int
@@ -260,6 +289,9 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         "coreset_size": [POSITIVE_INT],
         "n_refine": [NON_NEGATIVE_INT],
         "gamma": [POSITIVE_REAL, None],
+        "protocol": [StrOptions(set(PROTOCOLS))],
+        "round_cost": [Interval(Real, 0, None, closed="left")],
+        "aggregates_only": ["boolean"],
         "n_workers": [POSITIVE_INT],
         "partition": [StrOptions(set(PARTITIONS))],
         "dropout": [Interval(Real, 0, 1, closed="left")],
@@ -270,9 +302,10 @@ class FederatedKernelKMeans(_EmbeddingClustering):
     }
 
     def __init__(self, n_clusters=8, *, n_eigenvectors=None, n_random_features=50, max_iter=20,
-                 coreset_size=1000, n_refine=10, gamma=None, n_workers=5, partition="uniform",
-                 dropout=0.0, chunk_size=4096, backend="local", client=None,
-                 retry_lost=False, timeout=None, n_jobs=None, verbose=0,
+                 coreset_size=1000, n_refine=10, gamma=None, protocol="auto",
+                 round_cost=DEFAULT_ROUND_COST, aggregates_only=False, n_workers=5,
+                 partition="uniform", dropout=0.0, chunk_size=4096, backend="local",
+                 client=None, retry_lost=False, timeout=None, n_jobs=None, verbose=0,
                  random_state=None):
         self.n_clusters = n_clusters
         self.n_eigenvectors = n_eigenvectors
@@ -281,6 +314,9 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         self.coreset_size = coreset_size
         self.n_refine = n_refine
         self.gamma = gamma
+        self.protocol = protocol
+        self.round_cost = round_cost
+        self.aggregates_only = aggregates_only
         self.n_workers = n_workers
         self.partition = partition
         self.dropout = dropout
@@ -323,12 +359,16 @@ class FederatedKernelKMeans(_EmbeddingClustering):
                     cluster, self.n_clusters, n_eigenvectors=self.n_eigenvectors,
                     n_random_features=self.n_random_features, max_iter=self.max_iter,
                     coreset_size=self.coreset_size, n_refine=self.n_refine,
-                    gamma=self.gamma, dropout=self.dropout, chunk_size=self.chunk_size,
-                    random_state=rng,
+                    gamma=self.gamma, dropout=self.dropout, protocol=self.protocol,
+                    round_cost=self.round_cost, aggregates_only=self.aggregates_only,
+                    partitions=info, chunk_size=self.chunk_size, random_state=rng,
                 )
         finally:
             cluster.close()
-        self.labels_ = _in_input_order(indices, result.labels)
+        if hasattr(self, "labels_"):  # a refit with aggregates_only keeps no stale labels
+            del self.labels_
+        if result.labels is not None:
+            self.labels_ = _in_input_order(indices, result.labels)
         self.lost_workers_ = sorted(cluster.lost_workers)
         self.model_ = result.model
         self.cluster_centers_ = result.model.centers
@@ -337,10 +377,30 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         self.eigenvalues_ = result.dspgd.eigenvalues
         self.ranks_ = result.dspgd.ranks
         self.lanczos_steps_ = result.dspgd.lanczos_steps
+        self.eigensolvers_ = result.dspgd.solvers
         self.n_iter_ = len(result.dspgd.ranks)
         self.communication_ = cluster.ledger
         _log_fit(self, info, start)
         return self
+
+    def fit_predict(self, X, y=None):
+        """Fit, then the labels of the training rows (``labels_``).
+
+        Parameters
+        ----------
+        X, y : as in :meth:`fit`
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            ``labels_``; with ``aggregates_only=True`` the labels stay on the
+            clients, so ``predict(X)`` labels ``X`` from the model instead (``X``
+            being rows you hold).
+        """
+        self.fit(X, y)
+        if self.aggregates_only:
+            return self.predict(X)
+        return self.labels_
 
     def _embed(self, X):
         # Rows of H for X: the clients' embedding, replayed from the seeds.
@@ -368,6 +428,11 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         Points of the distributed k-means coreset.
     n_refine : int, default=10
         Lloyd refinement rounds after the coreset solution.
+    protocol : {'auto', 'paper'}, default='auto'
+        ``'paper'``: disKPCA, its components to every worker, the projections,
+        the coreset k-means' two rounds. ``'auto'``: the same in two rounds fewer
+        (the components, the projections and the k-means' local solution and
+        coreset in one message).
     n_workers : int, default=5
         Workers ``fit(X)`` splits ``X`` over.
     partition : {'power_law', 'uniform', 'label'}, default='power_law'
@@ -439,6 +504,8 @@ class DistributedSpectralClustering(_EmbeddingClustering):
     ((300,), (3, 3))
     >>> sc.communication_.total_words("fit", kind="raw_points")  # 50 x 2 up, then to 5 workers
     600
+    >>> sc.communication_.n_rounds()  # gamma, disKPCA's 6, one for the model and coresets...
+    19
     """
 
     _parameter_constraints: dict = {
@@ -456,6 +523,7 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         "messages": [StrOptions({"gram", "sketch"})],
         "coreset_size": [POSITIVE_INT],
         "n_refine": [NON_NEGATIVE_INT],
+        "protocol": [StrOptions(set(SPECTRAL_PROTOCOLS))],
         "n_workers": [POSITIVE_INT],
         "partition": [StrOptions(set(PARTITIONS))],
         **CLUSTER_PARAMETER_CONSTRAINTS,
@@ -466,7 +534,8 @@ class DistributedSpectralClustering(_EmbeddingClustering):
     def __init__(self, n_clusters=8, *, n_components=None, kernel="rbf", gamma=None,
                  degree=None, coef0=1.0, n_landmarks=400, n_leverage=None, embedding_dim=50,
                  row_sketch_dim=250, n_random_features=2000, messages="gram",
-                 coreset_size=1000, n_refine=10, n_workers=5, partition="power_law",
+                 coreset_size=1000, n_refine=10, protocol="auto", n_workers=5,
+                 partition="power_law",
                  backend="local", client=None, retry_lost=False, timeout=None, n_jobs=None,
                  verbose=0, random_state=None):
         self.n_clusters = n_clusters
@@ -483,6 +552,7 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         self.messages = messages
         self.coreset_size = coreset_size
         self.n_refine = n_refine
+        self.protocol = protocol
         self.n_workers = n_workers
         self.partition = partition
         self.backend = backend
@@ -545,8 +615,8 @@ class DistributedSpectralClustering(_EmbeddingClustering):
         n_landmarks = min(self.n_landmarks, info.n_samples)
         return distributed_spectral_clustering(
             cluster, self.n_clusters, kernel=kernel, n_components=self.n_components,
-            coreset_size=self.coreset_size, n_refine=self.n_refine, random_state=rng,
-            n_landmarks=n_landmarks, n_leverage=self.n_leverage,
+            coreset_size=self.coreset_size, n_refine=self.n_refine, protocol=self.protocol,
+            random_state=rng, n_landmarks=n_landmarks, n_leverage=self.n_leverage,
             embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
             n_random_features=self.n_random_features, messages=self.messages,
         )

@@ -35,7 +35,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernelscale.features import RandomFourierFeatures
-from kernelscale.federated.kmeans import kmeans_on_workers
+from kernelscale.federated.kmeans import (
+    first_round_requests,
+    kmeans_from_first_round,
+    kmeans_on_workers,
+    local_centres_step,
+)
 from kernelscale.federated.lanczos import lanczos
 from kernelscale.linalg import as_generator
 from kernelscale.runtime import Cluster, Tagged, shared_seed, validate_cluster
@@ -242,6 +247,10 @@ class DSPGDResult:
         Words of each iteration (phase ``fit``).
     estimates : list of ndarray
         ``H_t`` (N x s) per iteration when ``record_estimates`` (phase ``evaluate``).
+    solvers : list of str
+        The eigen-solver of each iteration: ``'lanczos'`` (the paper's DLA), or
+        ``'gram'`` / ``'block'`` of :mod:`kernelscale.federated.pipelined`;
+        ``lanczos_steps`` then counts its products (0 for the Gram message).
     """
 
     model: FKKMeansModel
@@ -252,6 +261,7 @@ class DSPGDResult:
     upload_words: list
     total_words: list
     estimates: list
+    solvers: list = field(default_factory=list)
 
 
 def _responders(rng, n_workers, dropout):
@@ -261,6 +271,11 @@ def _responders(rng, n_workers, dropout):
     if not answers.any():
         answers[rng.integers(n_workers)] = True
     return answers
+
+
+def lanczos_start(seed: int) -> np.random.Generator:
+    """The generator of an iteration's Lanczos start vector, from the iteration's seed."""
+    return np.random.default_rng([seed, 11])
 
 
 def _h_projection(theta, V, n_eigenvectors, eta, threshold):
@@ -316,7 +331,8 @@ def dspgd_cem(
             return scale * cluster.broadcast_map(gram_matvec_step, c,
                                                  round="dspgd: lanczos step", reduce="sum")
 
-        # Step 10: DLA on W_t^T W_t, size D + r_t.
+        # Step 10: DLA on W_t^T W_t, size D + r_t. Its start vector c_1 comes from the
+        # iteration's seed, so the master's stream (the seeds) is the pipelined protocol's.
         last = t == max_iter
         result = lanczos(
             matvec,
@@ -324,7 +340,7 @@ def dspgd_cem(
             n_wanted=max(n_clusters + 2 if t == 1 else 1, n_eigenvectors if last else 1),
             threshold=None if t == 1 else eta * threshold,
             tol=lanczos_tol,
-            random_state=rng,
+            random_state=lanczos_start(seed),
         )
         theta, V = result.eigenvalues, result.eigenvectors
         if t == 1:
@@ -352,7 +368,8 @@ def dspgd_cem(
         ups.append(cluster.ledger.upload_words() - up0)
         totals.append(cluster.ledger.total_words() - tot0)
     eig = np.maximum(theta[:n_eigenvectors], 0) + (1.0 - eta) * threshold
-    return DSPGDResult(model, threshold, eig, ranks, steps, ups, totals, estimates)
+    return DSPGDResult(model, threshold, eig, ranks, steps, ups, totals, estimates,
+                       ["lanczos"] * len(ranks))
 
 
 
@@ -377,8 +394,11 @@ class FKKMeansResult:
     dspgd: DSPGDResult
 
 
+PROTOCOLS = ("auto", "gram", "block", "lanczos", "paper")
+
+
 def check_fk_params(n_samples, n_clusters, n_eigenvectors, n_random_features, max_iter,
-                    coreset_size, dropout, gamma):
+                    coreset_size, dropout, gamma, protocol="paper", round_cost=0.0):
     """ValueErrors for parameters FK k-means cannot run with."""
     for name, value in [("n_clusters", n_clusters), ("n_eigenvectors", n_eigenvectors),
                         ("n_random_features", n_random_features), ("max_iter", max_iter),
@@ -397,6 +417,10 @@ def check_fk_params(n_samples, n_clusters, n_eigenvectors, n_random_features, ma
         raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
     if gamma is not None and not (np.isfinite(gamma) and gamma > 0):
         raise ValueError(f"gamma must be a positive finite number or None, got {gamma!r}.")
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}.")
+    if not (np.isfinite(round_cost) and round_cost >= 0):
+        raise ValueError(f"round_cost must be a finite number >= 0, got {round_cost!r}.")
 
 
 def fk_kmeans(
@@ -410,7 +434,11 @@ def fk_kmeans(
     n_refine: int = 10,
     gamma: float | None = None,
     dropout: float = 0.0,
-    collect_labels: bool = True,
+    protocol: str = "auto",
+    round_cost: float | None = None,
+    aggregates_only: bool = False,
+    collect_labels: bool | None = None,
+    partitions=None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     random_state=None,
     record_estimates: bool = False,
@@ -440,8 +468,31 @@ def fk_kmeans(
         :func:`paper_gamma`).
     dropout : float
         Fraction of clients that do not answer a round (see the module docstring).
-    collect_labels : bool
-        Gather the labels at the master (phase ``collect``, not counted as fit).
+    protocol : {'auto', 'gram', 'block', 'lanczos', 'paper'}
+        The rounds (the model is the same): ``'paper'`` runs Algorithm 1 as the
+        paper does (a round for each seed, each Lanczos step and each update of
+        ``B``; the coreset k-means in two rounds); the others pipeline each
+        DSPGD iteration into one message and the k-means' first two rounds into
+        one (:mod:`kernelscale.federated.pipelined`), with the eigen-solver
+        named, or for ``'auto'`` the cheapest by words and ``round_cost``.
+    round_cost : float or None
+        What a round costs, in words (``None``:
+        :data:`~kernelscale.federated.pipelined.DEFAULT_ROUND_COST`, a 50 ms round
+        trip at 128 Mbit/s); ``protocol='auto'`` picks each iteration's solver
+        by words plus ``round_cost`` per round.
+    aggregates_only : bool
+        Every reply of the fit is a sum over rows (or nothing): the k-means starts
+        from the clients' local centres (sums and counts) and refines them with
+        ``n_refine`` distributed Lloyd rounds (sums and counts); no coreset row
+        and no label leaves a client, so ``labels`` is None (the clients keep
+        theirs; ``model.predict`` labels points).
+    collect_labels : bool or None
+        Gather the labels at the master (phase ``collect``, not counted as fit);
+        ``None``: unless ``aggregates_only``.
+    partitions : PartitionInfo, optional
+        The partitions' shapes, when the cluster was validated for this fit
+        already (the estimators': no second ``describe partitions`` round);
+        ``None`` resets and validates the cluster first.
     chunk_size : int
         Rows per chunk on the workers.
     random_state : int, Generator or None
@@ -462,31 +513,89 @@ def fk_kmeans(
     >>> result = fk_kmeans(cluster, 2, n_random_features=20, max_iter=5, random_state=0)
     >>> cluster.ledger.total_words(kind="raw_points")
     0
+    >>> cluster.ledger.rounds_by_name()["dspgd: iteration"]  # one round per iteration
+    5
     """
-    cluster.reset()
-    info = validate_cluster(cluster)
+    from kernelscale.federated.pipelined import DEFAULT_ROUND_COST
+
+    round_cost = DEFAULT_ROUND_COST if round_cost is None else float(round_cost)
+    if partitions is None:
+        cluster.reset()
+        info = validate_cluster(cluster)
+    else:
+        info = partitions
+        if cluster.rows_per_worker is None:  # for a lost client's ratio estimate
+            cluster.rows_per_worker = np.asarray(info.n_rows, dtype=float)
     s = n_clusters if n_eigenvectors is None else n_eigenvectors
     check_fk_params(info.n_samples, n_clusters, s, n_random_features, max_iter,
-                    coreset_size, dropout, gamma)
+                    coreset_size, dropout, gamma, protocol, round_cost)
+    if collect_labels is None:
+        collect_labels = not aggregates_only
+    if aggregates_only and collect_labels:
+        raise ValueError("aggregates_only keeps the labels on the clients: collect_labels "
+                         "must be False.")
     rng = as_generator(random_state)
+    options = dict(n_rows=info.n_rows, n_features=info.n_features,
+                   n_random_features=int(n_random_features), max_iter=int(max_iter),
+                   dropout=dropout, chunk_size=chunk_size, record_estimates=record_estimates)
+    kmeans = dict(coreset_size=coreset_size, n_refine=n_refine, collect_labels=collect_labels,
+                  aggregates_only=aggregates_only, n_rows=info.n_rows)
     # A client lost from here on (FlowerCluster(lost="drop")) is left out: the sums
     # are rescaled by N / N_answered and its rows are labelled LOST_LABEL.
     with cluster.tolerating_lost():
         # Kernel parameter by the rule of section 6.1 of 003.
         gamma = paper_gamma(cluster, info.n_rows) if gamma is None else float(gamma)
-        # Steps 4-18: DSPGD with CEM, leaving H[m] on each client.
-        trace = dspgd_cem(
-            cluster, int(n_clusters), int(s), n_rows=info.n_rows, n_features=info.n_features,
-            gamma=gamma, n_random_features=int(n_random_features), max_iter=int(max_iter),
-            dropout=dropout, chunk_size=chunk_size, random_state=rng,
-            record_estimates=record_estimates,
-        )
-        # Step 19: distributed linear k-means over the rows of H (Balcan et al. 2013).
-        answers = _responders(rng, cluster.n_workers, dropout) if dropout else None
-        km = kmeans_on_workers(
-            cluster, int(n_clusters), coreset_size=coreset_size, source="embedding",
-            point_kind="sketch", random_state=rng, n_refine=n_refine, responders=answers,
-            collect_labels=collect_labels, n_rows=info.n_rows,
-        )
+        if protocol == "paper":
+            # Steps 4-18: DSPGD with CEM, leaving H[m] on each client.
+            trace = dspgd_cem(cluster, int(n_clusters), int(s), gamma=gamma,
+                              random_state=rng, **options)
+            km = _paper_kmeans(cluster, int(n_clusters), rng, dropout, **kmeans)
+        else:
+            from kernelscale.federated.pipelined import dspgd_pipelined
+
+            trace, P = dspgd_pipelined(cluster, int(n_clusters), int(s), gamma=gamma,
+                                       protocol=protocol, round_cost=round_cost,
+                                       lanczos_tol=1e-8, random_state=rng, **options)
+            km = _pipelined_kmeans(cluster, int(n_clusters), P, rng, dropout, **kmeans)
     trace.model.centers = km.centers
     return FKKMeansResult(km.labels, trace.model, gamma, trace)
+
+
+def _paper_kmeans(cluster, n_clusters, rng, dropout, *, coreset_size, n_refine,
+                  collect_labels, aggregates_only, n_rows):
+    """Step 19 after the paper's DSPGD (H on every client): the coreset k-means of
+    Balcan et al. (2013), or with ``aggregates_only`` the local centres and Lloyd."""
+    answers = _responders(rng, cluster.n_workers, dropout) if dropout else None
+    if not aggregates_only:
+        return kmeans_on_workers(
+            cluster, n_clusters, coreset_size=coreset_size, source="embedding",
+            point_kind="sketch", random_state=rng, n_refine=n_refine, responders=answers,
+            collect_labels=collect_labels, n_rows=n_rows)
+    requests, sizes, answers = first_round_requests(
+        rng, n_rows, n_clusters, coreset_size, "embedding", "sketch", answers,
+        aggregates_only=True)
+    replies = cluster.scatter_map(local_centres_step, requests, round="kmeans: local centres",
+                                  kind="seed")
+    return kmeans_from_first_round(cluster, replies, n_clusters, sizes=sizes,
+                                   responders=answers, source="embedding", random_state=rng,
+                                   n_refine=n_refine, collect_labels=False,
+                                   aggregates_only=True)
+
+
+def _pipelined_kmeans(cluster, n_clusters, P, rng, dropout, *, coreset_size, n_refine,
+                      collect_labels, aggregates_only, n_rows):
+    """Step 17 (``H[m] = W_T[m] P``) and the k-means' first round in one message, then
+    the rest of the k-means (:func:`~kernelscale.federated.kmeans.kmeans_from_first_round`)."""
+    from kernelscale.federated.pipelined import H_AGGREGATES_ROUND, H_ROUND, h_kmeans_step
+
+    answers = _responders(rng, cluster.n_workers, dropout) if dropout else None
+    requests, sizes, answers = first_round_requests(
+        rng, n_rows, n_clusters, coreset_size, "embedding", "sketch", answers,
+        aggregates_only=aggregates_only)
+    replies = cluster.scatter_map(
+        h_kmeans_step, [(P, *request) for request in requests],
+        round=H_AGGREGATES_ROUND if aggregates_only else H_ROUND, kind="model")
+    return kmeans_from_first_round(cluster, replies, n_clusters, sizes=sizes,
+                                   responders=answers, source="embedding", random_state=rng,
+                                   n_refine=n_refine, collect_labels=collect_labels,
+                                   n_rows=n_rows, aggregates_only=aggregates_only)

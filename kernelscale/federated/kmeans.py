@@ -82,9 +82,11 @@ def _sq_dist_to_centers(X, centers):
     return np.maximum(d2[np.arange(X.shape[0]), nearest], 0.0), nearest
 
 
-@worker_step(discloses="aggregates")
-def local_solution_step(state, n_clusters, source, seed, responds=True):
-    """Worker step 1: local k-means++ / Lloyd solution; reply its cost (1 word)."""
+def _local_solution(state, n_clusters, source, seed):
+    """Local k-means++ / Lloyd solution of the rows; keeps ``state.kmeans_local``.
+
+    Returns the sensitivity bounds ``m`` (the cost is their sum).
+    """
     from sklearn.cluster import KMeans  # slow import: on first use
     from sklearn.exceptions import ConvergenceWarning
 
@@ -103,6 +105,13 @@ def local_solution_step(state, n_clusters, source, seed, responds=True):
     )
     m = d2 + mean_cost[nearest]
     state.kmeans_local = (centers, m, nearest, seed)
+    return m
+
+
+@worker_step(discloses="aggregates")
+def local_solution_step(state, n_clusters, source, seed, responds=True):
+    """Worker step 1: local k-means++ / Lloyd solution; reply its cost (1 word)."""
+    m = _local_solution(state, n_clusters, source, seed)
     return float(m.sum()) if responds else None
 
 
@@ -123,13 +132,19 @@ def coreset_step(state, *request):
     if not request:
         return None
     n_sampled, total_cost, coreset_size, source, point_kind = request
+    return _coreset_sample(state, source, n_sampled, total_cost / coreset_size, point_kind)
+
+
+def _coreset_sample(state, source, n_sampled: int, scale: float, point_kind: str) -> Tagged:
+    """``n_sampled`` rows drawn in proportion to ``m_p``, weighted ``scale / m_p``, and the
+    local centres weighted with the rest of their points' weight (step 2)."""
     X = _rows(state, source)
     centers, m, nearest, seed = state.kmeans_local
     rng = np.random.default_rng([seed, 1])
     counts = np.bincount(nearest, minlength=centers.shape[0]).astype(np.float64)
     if n_sampled > 0 and m.sum() > 0:
         picked = rng.choice(X.shape[0], size=n_sampled, replace=True, p=m / m.sum())
-        weights = total_cost / (coreset_size * m[picked])
+        weights = scale / m[picked]
         counts -= np.bincount(nearest[picked], weights=weights, minlength=centers.shape[0])
         sample = X[picked]
     else:
@@ -140,6 +155,61 @@ def coreset_step(state, *request):
         model=centers,
         scalars=np.concatenate([weights, center_weights]),
     )
+
+
+def local_coreset(state, n_clusters, source, seed, n_sampled, point_kind) -> Tagged:
+    """Steps 1 and 2 in one round: the local solution, then ``n_sampled`` points.
+
+    Balcan et al. (2013) give worker i ``t_i = C cost_i / sum_j cost_j`` points,
+    which needs every worker's cost first (a round). Here the master fixes
+    ``t_i`` beforehand (in proportion to the worker's rows) and each point
+    drawn with probability ``m_p / cost_i`` weighs ``cost_i / (t_i m_p)``, the
+    same importance weight when ``t_i`` is cost-proportional: a stratified
+    sample of the same sensitivities, unbiased for every clustering's cost,
+    whose variance grows where a worker's cost per row is far above the
+    others'.
+    """
+    m = _local_solution(state, n_clusters, source, seed)
+    scale = float(m.sum()) / n_sampled if n_sampled > 0 else 0.0
+    return _coreset_sample(state, source, int(n_sampled), scale, point_kind)
+
+
+def _local_coreset_disclosure(*request) -> str:
+    return "nothing" if not request else ("rows" if request[1] is None else "per-row")
+
+
+@worker_step(discloses=_local_coreset_disclosure)
+def local_coreset_step(state, *request):
+    """Worker steps 1-2 in one round (:func:`local_coreset`).
+
+    ``request`` is ``(n_clusters, source, seed, n_sampled, point_kind)``; empty for
+    a worker that dropped out (it sends nothing).
+    """
+    return local_coreset(state, *request) if request else None
+
+
+def local_centres(state, n_clusters, source, seed) -> Tagged:
+    """The local k-means solution as aggregates: each centre's sum of rows and count.
+
+    An initialisation that discloses sums over rows only: the master's k-means
+    of these weighted centres starts the distributed Lloyd rounds. (A local
+    cluster of one row is that row: the sums disclose what per-centre Lloyd
+    sums disclose.)
+    """
+    X = _rows(state, source)
+    _local_solution(state, n_clusters, source, seed)
+    centers, _, nearest, _ = state.kmeans_local
+    counts = np.bincount(nearest, minlength=centers.shape[0]).astype(np.float64)
+    sums = np.zeros_like(centers)
+    np.add.at(sums, nearest, X)
+    return Tagged(sketch=sums, scalars=counts)
+
+
+@worker_step(discloses="aggregates")
+def local_centres_step(state, *request):
+    """Worker step: :func:`local_centres` of ``(n_clusters, source, seed)``; nothing for a
+    worker that dropped out (no request)."""
+    return local_centres(state, *request) if request else None
 
 
 @worker_step(discloses="nothing")
@@ -234,9 +304,6 @@ def kmeans_on_workers(
     -------
     DistributedKMeansResult
     """
-    from sklearn.cluster import KMeans  # slow import: on first use
-    from sklearn.exceptions import ConvergenceWarning
-
     if point_kind not in POINT_KINDS:
         raise ValueError(f"point_kind must be one of {POINT_KINDS}, got {point_kind!r}.")
     if int(coreset_size) != coreset_size or coreset_size < 1:
@@ -273,6 +340,19 @@ def kmeans_on_workers(
     points = np.vstack([np.vstack([c[point_kind], c["model"]]) for c in coresets if c])
     weights = np.concatenate([c["scalars"] for c in coresets if c])
     # Step 3: weighted k-means on the union at the master, centres to every worker.
+    centers, labels = _finish(cluster, points, weights, n_clusters, source=source, rng=rng,
+                              n_init=n_init, n_refine=n_refine, responders=responders,
+                              collect_labels=collect_labels, n_rows=n_rows)
+    return DistributedKMeansResult(centers, labels, sizes, responders)
+
+
+def _finish(cluster, points, weights, n_clusters, *, source, rng, n_init, n_refine,
+            responders, collect_labels, n_rows):
+    """Step 3: weighted k-means of ``points`` at the master, the Lloyd refinements, the
+    centres to every worker (which label their rows) and, if asked, the labels back."""
+    from sklearn.cluster import KMeans  # slow import: on first use
+    from sklearn.exceptions import ConvergenceWarning
+
     n_fit = min(n_clusters, int(np.count_nonzero(weights > 0)))
     seeds = rng.integers(2**31, size=n_init)
     with warnings.catch_warnings(), one_openmp_thread():
@@ -296,7 +376,70 @@ def kmeans_on_workers(
                 collect_labels_step, round="kmeans: labels", reply_kind="scalars"
             )
         labels = _labels_of(parts, n_rows)
-    return DistributedKMeansResult(centers, labels, sizes, responders)
+    return centers, labels
+
+
+def first_round_requests(rng, n_rows, n_clusters: int, coreset_size: int, source,
+                         point_kind: str, responders=None, aggregates_only: bool = False):
+    """Each worker's request of the one-round k-means: ``(n_clusters, source, seed,
+    n_sampled, point_kind)`` for :func:`local_coreset`, or ``(n_clusters, source, seed)``
+    for :func:`local_centres` (``aggregates_only``); ``()`` for a worker that dropped out.
+
+    The coreset's ``C`` points are split in proportion to the workers' rows (largest
+    remainder), as the costs are not known before the round.
+    """
+    if point_kind not in POINT_KINDS:
+        raise ValueError(f"point_kind must be one of {POINT_KINDS}, got {point_kind!r}.")
+    if int(coreset_size) != coreset_size or coreset_size < 1:
+        raise ValueError(f"coreset_size must be a positive integer, got {coreset_size!r}.")
+    s = len(n_rows)
+    responders = np.ones(s, bool) if responders is None else np.asarray(responders, bool)
+    seeds = worker_seeds(rng, s)
+    sizes = _split_sizes(np.where(responders, np.asarray(n_rows, float), 0.0),
+                         int(coreset_size))
+    requests = []
+    for i in range(s):
+        if not responders[i]:
+            requests.append(())
+        elif aggregates_only:
+            requests.append((int(n_clusters), source, seeds[i]))
+        else:
+            requests.append((int(n_clusters), source, seeds[i], int(sizes[i]), point_kind))
+    return requests, (np.zeros(s, np.int64) if aggregates_only else sizes), responders
+
+
+def kmeans_from_first_round(cluster, replies, n_clusters: int, *, sizes, responders,
+                            source, point_kind: str = "sketch", random_state=None,
+                            n_init: int = 10, n_refine: int = 0,
+                            collect_labels: bool = True, n_rows=None,
+                            aggregates_only: bool = False) -> DistributedKMeansResult:
+    """The k-means after its first round (:func:`first_round_requests`), whose replies
+    the caller gathered, possibly in the same round as an earlier step of its own.
+
+    With ``aggregates_only`` the replies are :func:`local_centres` (sums and
+    counts): the master clusters the local centres weighted by their counts,
+    and the Lloyd rounds refine that on all rows; no row and no label leaves a
+    worker (``collect_labels`` must then be False). Otherwise they are
+    :func:`local_coreset` replies, and the rest is step 3 of the protocol.
+    """
+    if aggregates_only and collect_labels:
+        raise ValueError("aggregates_only keeps the labels at the workers: collect_labels "
+                         "must be False.")
+    rng = as_generator(random_state)
+    answered = [r for r in replies if r]
+    if aggregates_only:
+        sums = np.vstack([r["sketch"] for r in answered])
+        counts = np.concatenate([np.asarray(r["scalars"], float) for r in answered])
+        filled = counts > 0
+        points, weights = sums[filled] / counts[filled][:, None], counts[filled]
+    else:
+        points = np.vstack([np.vstack([r[point_kind], r["model"]]) for r in answered])
+        weights = np.concatenate([r["scalars"] for r in answered])
+    centers, labels = _finish(cluster, points, weights, int(n_clusters), source=source,
+                              rng=rng, n_init=n_init, n_refine=n_refine,
+                              responders=responders, collect_labels=collect_labels,
+                              n_rows=n_rows)
+    return DistributedKMeansResult(centers, labels, np.asarray(sizes), responders)
 
 
 def _labels_of(parts, n_rows) -> np.ndarray:

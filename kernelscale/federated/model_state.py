@@ -15,7 +15,9 @@ def fk_kmeans_state(estimator) -> tuple[dict, dict]:
     """``(arrays, meta)`` of a fitted ``FederatedKernelKMeans``."""
     model = estimator.model_
     arrays = {f"projection.{t}": P for t, P in enumerate(model.projections)}
-    arrays.update(labels=estimator.labels_, eigenvalues=estimator.eigenvalues_)
+    arrays["eigenvalues"] = estimator.eigenvalues_
+    if hasattr(estimator, "labels_"):  # not with aggregates_only: the clients keep them
+        arrays["labels"] = estimator.labels_
     if model.centers is not None:
         arrays["centers"] = model.centers
     meta = {
@@ -28,6 +30,7 @@ def fk_kmeans_state(estimator) -> tuple[dict, dict]:
         "threshold": float(estimator.threshold_),
         "ranks": to_json_value(estimator.ranks_),
         "lanczos_steps": to_json_value(estimator.lanczos_steps_),
+        "eigensolvers": to_json_value(estimator.eigensolvers_),
     }
     return arrays, meta
 
@@ -41,7 +44,8 @@ def restore_fk_kmeans(estimator, arrays: dict, meta: dict) -> None:
         seeds=[int(s) for s in described["seeds"]], etas=[float(e) for e in described["etas"]],
         projections=[arrays[f"projection.{t}"] for t in range(described["n_iterations"])],
         centers=arrays.get("centers"))
-    estimator.labels_ = arrays["labels"]
+    if "labels" in arrays:
+        estimator.labels_ = arrays["labels"]
     estimator.lost_workers_ = list(meta["lost_workers"])
     estimator.cluster_centers_ = estimator.model_.centers
     estimator.gamma_ = float(meta["gamma"])
@@ -49,6 +53,8 @@ def restore_fk_kmeans(estimator, arrays: dict, meta: dict) -> None:
     estimator.eigenvalues_ = arrays["eigenvalues"]
     estimator.ranks_ = list(meta["ranks"])
     estimator.lanczos_steps_ = list(meta["lanczos_steps"])
+    # files written before the pipelined protocol ran the paper's Lanczos
+    estimator.eigensolvers_ = list(meta.get("eigensolvers", ["lanczos"] * len(estimator.ranks_)))
     estimator.n_iter_ = len(estimator.ranks_)
 
 

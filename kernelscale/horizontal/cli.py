@@ -1,4 +1,5 @@
-"""``kernelscale plan``: each method's fit words for data files, forecast without fitting.
+"""``kernelscale plan``: each method's fit words and rounds for data files, forecast without
+fitting.
 
     kernelscale plan --data letter.csv --workers 10
     kernelscale plan --data digits.npy spam.csv --max-words 100000
@@ -103,19 +104,24 @@ def print_plan(path: str, X, args) -> None:
         _print_budget(n_rows, d, args, options)
         return
     sizes = sorted(set(args.landmarks))
-    print(f"{'method':<16} " + " ".join(f"{'|Y| = ' + str(y):>14}" for y in sizes))
+    print(f"{'method':<16} " + " ".join(f"{'|Y| = ' + str(y):>16}" for y in sizes))
     for method in FORECAST_METHODS:
         if method in ("exact", "random_features"):
             size = {} if method == "exact" else {"n_random_features": args.random_features}
             f = forecast_words(method, n_rows, d, args.n_components, **size, **options)
             what = "all n points" if method == "exact" else f"m = {f.n_random_features}"
-            print(f"{method:<16} {f.words:>14,}  ({what})")
+            print(f"{method:<16} {_cell(f):>16}  ({what})")
             continue
-        words = [forecast_words(method, n_rows, d, args.n_components, n_landmarks=y,
-                                **options).words for y in sizes]
-        print(f"{method:<16} " + " ".join(f"{w:>14,}" for w in words))
-    print("fit words, both directions (ledger.total_words('fit')); the data set itself: "
-          f"{_data_words(X):,} words")
+        cells = [_cell(forecast_words(method, n_rows, d, args.n_components, n_landmarks=y,
+                                      **options)) for y in sizes]
+        print(f"{method:<16} " + " ".join(f"{c:>16}" for c in cells))
+    print("fit words, both directions / rounds (ledger.total_words('fit') / "
+          f"ledger.n_rounds('fit')); the data set itself: {_data_words(X):,} words")
+
+
+def _cell(forecast) -> str:
+    """A forecast's words and rounds, ``'99,346 / 9'``."""
+    return f"{forecast.words:,} / {forecast.n_rounds}"
 
 
 def _print_budget(n_rows, d, args, options) -> None:
@@ -126,14 +132,16 @@ def _print_budget(n_rows, d, args, options) -> None:
         plan_budget,
     )
 
-    print(f"{'method':<16} {'largest setting':>16} {'fit words':>12} {'upload words':>13}")
+    print(f"{'method':<16} {'largest setting':>16} {'fit words':>12} {'upload words':>13} "
+          f"{'rounds':>7}")
     for method in FORECAST_METHODS:
         f = largest_within(method, args.max_words, n_rows, d, args.n_components, **options)
         if f is None:
             why = "all the data and its model" if method == "exact" else "k components"
             print(f"{method:<16} {'-':>16}   ({why} cost more than {args.max_words:,} words)")
             continue
-        print(f"{method:<16} {f.setting:>16} {f.words:>12,} {f.upload_words:>13,}")
+        print(f"{method:<16} {f.setting:>16} {f.words:>12,} {f.upload_words:>13,} "
+              f"{f.n_rounds:>7}")
     try:
         plan = plan_budget(args.max_words, n_rows, d, args.n_components, **options)
     except WordBudgetError as exc:
@@ -141,7 +149,7 @@ def _print_budget(n_rows, d, args, options) -> None:
               f"{in_flags(exc, getattr(args, 'flag_names', None))}")
         return
     print(f"fit --max-words {args.max_words} runs {plan.method} with {plan.forecast.setting} "
-          f"({plan.forecast.words:,} words): {plan.reason}")
+          f"({plan.forecast.words:,} words, {plan.forecast.n_rounds} rounds): {plan.reason}")
     if plan.method == "diskpca" and args.sampler == "ridge":
         from kernelscale.horizontal.diskpca import ridge_schedule
         from kernelscale.horizontal.pilot import FLAT, MIN_PILOT, PEAKED, too_small_to_read

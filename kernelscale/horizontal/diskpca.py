@@ -164,6 +164,7 @@ def diskpca(
     redraw: bool = True,
     pilot=None,
     ridge_scale: float = 1.0,
+    send_model: bool = True,
 ) -> KernelPCAModel:
     """Distributed kernel PCA (disKPCA, Algorithm 4 of paper 001).
 
@@ -239,6 +240,10 @@ def diskpca(
         budget sets 0 where its pilot's energy is concentrated
         (:mod:`kernelscale.horizontal.pilot`). ``model.info['ridge']`` is the
         ridge used.
+    send_model : bool
+        End with the paper's broadcast of the coefficients to every worker
+        ('disLR: components'); False leaves it to the caller's next round (the
+        spectral clustering sends them with its projections).
 
     Returns
     -------
@@ -302,7 +307,8 @@ def diskpca(
         ridge, n_first = ridge * ridge_scale, targets[0]
     # Step 4: disLR in span(phi(Y))
     model = dislr(cluster, Y, new_points, kernel, n_components, info.n_samples, messages,
-                  center, int(chunk_size), worker_seeds(rng, cluster.n_workers))
+                  center, int(chunk_size), worker_seeds(rng, cluster.n_workers),
+                  send_model=send_model)
     model.info = {"method": "diskpca", "messages": messages, "sampler": sampler,
                   "n_leverage": int(n_first), "n_adaptive": int(Y.shape[0] - n_first),
                   "n_uniform_fill": n_fill, "ridge": ridge}

@@ -177,13 +177,16 @@ def store_model_step(state: WorkerState, coef, center):
 
 def dislr(cluster: Cluster, Y, new_points, kernel: Kernel, n_components: int, n_samples: int,
           messages: str, center: bool, chunk_size: int, seeds: list[int], rtol: float = 1e-10,
-          round_prefix: str = "disLR", landmark_kind: str = "raw_points") -> KernelPCAModel:
+          round_prefix: str = "disLR", landmark_kind: str = "raw_points",
+          send_model: bool = True) -> KernelPCAModel:
     """Run disLR on landmarks ``Y`` (the workers already hold ``Y[:len(Y)-len(new_points)]``).
 
     Returns the fitted :class:`KernelPCAModel`; ``C = F W`` with ``W`` the top-k
     eigenvectors of ``Pi Pi^T`` (gram) or left singular vectors of ``Pi T`` (sketch).
     ``new_points`` travel as ``landmark_kind``: ``'raw_points'`` (sampled from the
-    workers' data) or ``'model'`` (landmarks the user gave).
+    workers' data) or ``'model'`` (landmarks the user gave). ``send_model=False``
+    leaves out the paper's last round, the coefficients to every worker, for a
+    caller that sends them with its own next round.
     """
     n_y = Y.shape[0]
     config = {"kernel": kernel.to_dict(), "chunk_size": chunk_size, "messages": messages,
@@ -204,8 +207,10 @@ def dislr(cluster: Cluster, Y, new_points, kernel: Kernel, n_components: int, n_
     with one_blas_thread():  # small dense algebra: a second BLAS thread only waits
         coef, eigenvalues, mean, trace = _components(replies, Y, kernel, n_components,
                                                      n_samples, gram_mode, center, rtol)
-    cluster.broadcast_map(store_model_step, coef, mean, round=f"{round_prefix}: components",
-                          kind="model", reply_kind="model")
+    if send_model:
+        cluster.broadcast_map(store_model_step, coef, mean,
+                              round=f"{round_prefix}: components", kind="model",
+                              reply_kind="model")
     return KernelPCAModel(kernel=kernel, landmarks=Y, coef=coef, eigenvalues=eigenvalues,
                           center=mean, trace=trace)
 

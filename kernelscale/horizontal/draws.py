@@ -87,7 +87,8 @@ def row_keys(X) -> list[bytes]:
 
 
 def sample_distinct(cluster: Cluster, kept, budget: int, weights, capacity, step, rng,
-                    round_name: str, redraw: bool = True, arrivals: list | None = None):
+                    round_name: str, redraw: bool = True, arrivals: list | None = None,
+                    first: tuple | None = None):
     """Draw rows with ``step`` until ``kept`` plus the new rows hold ``budget`` distinct points.
 
     The master's side of every sampling stage. Each round allocates the
@@ -105,7 +106,11 @@ def sample_distinct(cluster: Cluster, kept, budget: int, weights, capacity, step
     first round (a word budget: the copies' replacements were not forecast),
     leaving the sample short by the copies. ``arrivals``, when given, gets
     every round's replies' rows, one entry per worker (``None`` for a worker
-    that sent none), for :func:`inclusion_weights`.
+    that sent none), for :func:`inclusion_weights`. ``first``: ``(step,
+    per-worker seeds)`` for the first round, whose step gets
+    ``Tagged(seed=own seed, scalars=count)`` and sets the worker's sampler up
+    before it draws (the round goes out even when no row is asked, so every
+    worker is set up).
 
     Returns
     -------
@@ -117,13 +122,20 @@ def sample_distinct(cluster: Cluster, kept, budget: int, weights, capacity, step
     received = np.zeros_like(remaining)
     n_kept = 0 if kept is None else kept.shape[0]
     chosen, attempt = None, 0
-    while (short := budget - n_kept - (0 if chosen is None else chosen.shape[0])) > 0:
-        counts = allocate(short * 2 ** min(attempt, 30), weights, remaining, rng)
-        if counts.sum() == 0:
+    while (short := budget - n_kept - (0 if chosen is None else chosen.shape[0])) > 0 or (
+            first is not None and attempt == 0):
+        counts = allocate(max(short, 0) * 2 ** min(attempt, 30), weights, remaining, rng)
+        if counts.sum() == 0 and (first is None or attempt > 0):
             break
         name = round_name + ("" if attempt == 0 else f" (top-up {attempt})")
-        replies = cluster.scatter_map(step, [(int(c),) for c in counts], round=name,
-                                      kind="scalars", reply_kind="raw_points")
+        if first is not None and attempt == 0:  # the sampler's setup in the same message
+            setup, seeds = first
+            replies = cluster.scatter_map(
+                setup, [(Tagged(seed=seed, scalars=int(c)),) for seed, c in zip(
+                    seeds, counts, strict=True)], round=name, reply_kind="raw_points")
+        else:
+            replies = cluster.scatter_map(step, [(int(c),) for c in counts], round=name,
+                                          kind="scalars", reply_kind="raw_points")
         got = np.array([0 if r is None else r["raw_points"].shape[0] for r in replies],
                        dtype=np.int64)
         received += got
@@ -152,16 +164,15 @@ def uniform_sample(cluster: Cluster, n_rows, budget: int, rng, round_name: str,
                    kept=None, redraw: bool = True, arrivals: list | None = None):
     """Sample ``budget`` distinct points uniformly over all workers' rows.
 
-    Two rounds: each worker's own seed (``round_name + ': seeds'``, one word
-    each), then the points (:func:`sample_distinct`, which draws again when
-    copies of drawn points leave the sample short). Returns (the distinct
-    points, the rows received from each worker).
+    One round (:func:`sample_distinct`, which draws again when copies of drawn
+    points leave the sample short): each worker's own seed travels with its
+    count (one word each), so it sets its sampler up and draws in the same
+    message. Returns (the distinct points, the rows received from each worker).
     """
-    cluster.scatter_map(uniform_setup_step, [(s,) for s in worker_seeds(rng, cluster.n_workers)],
-                        round=f"{round_name}: seeds", kind="seed")
+    seeds = worker_seeds(rng, cluster.n_workers)
     rows = np.asarray(n_rows, dtype=np.int64)
     return sample_distinct(cluster, kept, budget, rows, rows, uniform_sample_step, rng,
-                           round_name, redraw, arrivals)
+                           round_name, redraw, arrivals, first=(uniform_first_sample_step, seeds))
 
 
 def inclusion_weights(cluster: Cluster, Y, arrivals: list, n_samples: int,
@@ -207,6 +218,14 @@ def uniform_setup_step(state: WorkerState, own_seed: int):
     state.rng = np.random.default_rng(own_seed)
     state.sampled = np.zeros(state.data.shape[0], dtype=bool)
     state.sent_copies = np.zeros(0)
+
+
+@worker_step(discloses="rows")
+def uniform_first_sample_step(state: WorkerState, message):
+    """A fresh sampler state (:func:`uniform_setup_step`), then ``count`` rows uniformly:
+    ``message`` is ``Tagged(seed=own seed, scalars=count)``."""
+    uniform_setup_step(state, int(message["seed"]))
+    return uniform_sample_step(state, int(message["scalars"]))
 
 
 @worker_step(discloses="rows")

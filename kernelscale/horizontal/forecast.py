@@ -1,7 +1,8 @@
 """Word forecasts: what a horizontal method's fit will send, before anything is sent.
 
 :func:`forecast_words` lists every message of a fit (round, direction, kind,
-words over all workers) from the partition sizes n_i, the feature count d, the
+words over all workers), and so its rounds (:attr:`Forecast.n_rounds`), from
+the partition sizes n_i, the feature count d, the
 number of nonzeros (sparse data), k, |Y| and the method's options, by the
 ledger's own counting rules (:func:`kernelscale.runtime.ledger.count_words`
 on the same configuration dictionaries the protocols send). It mirrors the
@@ -96,6 +97,17 @@ class Forecast:
     def upload_words(self) -> int:
         """Worker -> master words (``ledger.upload_words('fit')``)."""
         return sum(m.words for m in self.messages if m.direction == UP)
+
+    @property
+    def n_rounds(self) -> int:
+        """Round trips of the fit (``ledger.n_rounds('fit')``): a round costs the network's
+        latency whatever its words."""
+        return sum(self.rounds_by_name().values())
+
+    def rounds_by_name(self) -> dict[str, int]:
+        """``{round: 1}`` in the order the rounds run, as :meth:`Ledger.rounds_by_name`
+        (every round a forecast lists has a name of its own)."""
+        return dict.fromkeys((m.round for m in self.messages), 1)
 
     def words_by_round(self) -> dict[str, dict[str, int]]:
         """``{round: {direction: words}}``, as :meth:`Ledger.words_by_round`."""
@@ -255,8 +267,9 @@ def _point_words(n: int, d: int, nnz, max_row_nnz) -> float:
 
 
 def _uniform_sample(rounds: _Rounds, name: str, count: int, point: float) -> None:
-    """:func:`kernelscale.horizontal.draws.uniform_sample`: seeds, counts, the points up."""
-    rounds.add(f"{name}: seeds", DOWN, "seed", 1)
+    """:func:`kernelscale.horizontal.draws.uniform_sample`: a seed and a count to every
+    worker, the points up, in one round."""
+    rounds.add(name, DOWN, "seed", 1)
     _draw(rounds, name, count, point)
 
 

@@ -307,17 +307,26 @@ class Ledger:
         return list(dict.fromkeys(m.phase for m in self._messages))
 
     def summary(self, phase: str | None = "fit", times: bool = True) -> str:
-        """A readable table of words per round and direction, then (``times``) of seconds."""
+        """A readable table of each round's count and words per direction, then (``times``)
+        of seconds.
+
+        A name that repeats (iterations, top-ups) is one line whose ``rounds`` column
+        counts its round trips; the last line holds :meth:`n_rounds` and the totals.
+        """
         rows = self.words_by_round(phase)
-        width = max([len("round")] + [len(r) for r in rows])
-        lines = [f"{'round':<{width}}  {'down':>12}  {'up':>12}  {'total':>12}"]
-        for name, row in rows.items():
-            down, up = row[DOWN], row[UP]
-            lines.append(f"{name:<{width}}  {down:>12,}  {up:>12,}  {down + up:>12,}")
+        counts = self.rounds_by_name(phase)
+        names = list(dict.fromkeys([*counts, *rows]))  # a round may send no word
+        width = max([len("round")] + [len(r) for r in names])
+        lines = [f"{'round':<{width}}  {'rounds':>6}  {'down':>12}  {'up':>12}  {'total':>12}"]
+        for name in names:
+            down, up = (rows[name][DOWN], rows[name][UP]) if name in rows else (0, 0)
+            lines.append(f"{name:<{width}}  {counts.get(name, 0):>6,}  {down:>12,}  {up:>12,}  "
+                         f"{down + up:>12,}")
         down, up = self.download_words(phase), self.upload_words(phase)
-        lines.append(f"{'total':<{width}}  {down:>12,}  {up:>12,}  {down + up:>12,}")
+        lines.append(f"{'total':<{width}}  {self.n_rounds(phase):>6,}  {down:>12,}  {up:>12,}  "
+                     f"{down + up:>12,}")
         kinds = ", ".join(f"{k}={v:,}" for k, v in self.words_by_kind(phase).items())
-        title = f"communication ({'all phases' if phase is None else phase}), in words"
+        title = f"communication ({'all phases' if phase is None else phase}), in rounds and words"
         text = "\n".join([title, *lines, f"by kind: {kinds or 'none'}"])
         if times and self.times(phase):
             text += "\n\n" + self.time_summary(phase)

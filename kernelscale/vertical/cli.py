@@ -95,7 +95,7 @@ def add_subcommand(subparsers) -> None:
                    "written whole or not at all")
     add_force_arg(p)
     p.add_argument("--verbose", action="store_true",
-                   help="also print the communication ledger (every round's words)")
+                   help="also print the communication ledger (every round's count and words)")
     add_dask_args(p)
     p.set_defaults(func=run, flag_names=flag_names(
         p, {"feature_blocks": "--blocks", "center": "--no-center", "n_jobs": "--jobs"}))
@@ -149,11 +149,12 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print_error(f"cannot write {args.out}: {exc.strerror or exc}")
             return 2
-    words = estimator.communication_.total_words(phase=None)
+    ledger = estimator.communication_
+    words, rounds = ledger.total_words(phase=None), ledger.n_rounds(phase=None)
     written = f"; embedding written to {args.out}" if args.out else ""
     print(f"vertical: {len(estimator.feature_blocks_)} parties (feature blocks "
           f"{[len(c) for c in estimator.feature_blocks_]}), {embedding.shape[0]} samples, "
-          f"{words:,} words; eigenvalues "
+          f"{words:,} words in {rounds} rounds; eigenvalues "
           + ", ".join(f"{v:.6g}" for v in estimator.eigenvalues_) + written)
     if args.verbose:
         print(estimator.communication_.summary(phase=None))

@@ -37,7 +37,12 @@ from kernelscale.runtime.inputs import is_loader, is_loader_list, load_partition
 from kernelscale.runtime.validation import check_real
 from kernelscale.vertical.model_state import restore_vertical, vertical_state
 from kernelscale.vertical.nodes import NodeBlock
-from kernelscale.vertical.oneshot import VERTICAL_KERNELS, one_shot_kpca, validate_vertical
+from kernelscale.vertical.oneshot import (
+    VERTICAL_KERNELS,
+    VerticalInfo,
+    one_shot_kpca,
+    validate_vertical,
+)
 from kernelscale.vertical.projection import vertical_transform
 
 LOGGER = get_logger("vertical")
@@ -306,7 +311,10 @@ str or None
             blocks_spec = min(2, X.shape[1]) if self.feature_blocks is None else self.feature_blocks
             self.feature_blocks_ = feature_block_partition(X.shape[1], blocks_spec)
             blocks = [np.ascontiguousarray(X[:, cols]) for cols in self.feature_blocks_]
-        return self._fit_cluster(self._make_cluster(blocks), blocks[0].shape[0], blocks)
+        info = VerticalInfo(n_samples=int(blocks[0].shape[0]),
+                            block_sizes=tuple(int(b.shape[1]) for b in blocks),
+                            is_sparse=any(sp.issparse(b) for b in blocks))
+        return self._fit_cluster(self._make_cluster(blocks), info, blocks)
 
     def _fit_loaders(self, loaders, cluster=None):
         """Fit on one loader per party: the blocks are loaded (on Dask: on the workers;
@@ -322,7 +330,7 @@ str or None
         self.n_features_in_ = int(sum(info.block_sizes))
         if hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
-        return self._fit_cluster(cluster, info.n_samples, loaders)
+        return self._fit_cluster(cluster, info, loaders)
 
     def _flower_parties(self) -> int:
         """How many SuperNodes hold a block: the client cluster's, or ``feature_blocks``."""
@@ -351,9 +359,11 @@ str or None
         return self._fit_loaders([NodeBlock(str(cluster.data_key))] * cluster.n_workers,
                                  cluster)
 
-    def _fit_cluster(self, cluster, n_samples, fit_blocks):
-        """Run the one-shot protocol on the parties' cluster (closed afterwards)."""
+    def _fit_cluster(self, cluster, info, fit_blocks):
+        """Run the one-shot protocol on the parties' cluster (closed afterwards), whose
+        blocks were validated already (``info``: their shapes)."""
         start = time.perf_counter()
+        n_samples = info.n_samples
         desc = f"{type(self).__name__}({self.kernel})"
         try:
             if n_samples < 2:
@@ -377,6 +387,7 @@ str or None
                     n_local_components=self.n_local_components,
                     center=bool(self.center),
                     chunk_size=int(self.chunk_size),
+                    info=info,
                 )
         finally:
             cluster.close()

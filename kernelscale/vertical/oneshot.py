@@ -306,6 +306,7 @@ def one_shot_kpca(
     center: bool = True,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     keep_fused_kernel: bool = False,
+    info: VerticalInfo | None = None,
 ) -> VerticalKPCAModel:
     """One-shot distributed kernel PCA over vertical partitions (Algorithm 1 of 002).
 
@@ -332,14 +333,19 @@ def one_shot_kpca(
         Rows per block when a party evaluates its kernel.
     keep_fused_kernel : bool
         Keep the uncentred ``K_hat`` on the model (for tests on small data).
+    info : VerticalInfo, optional
+        The blocks' shapes, when the cluster was validated for this fit already
+        (the estimator's: no second 'describe feature blocks' round); ``None``
+        resets and validates the cluster first.
 
     Returns
     -------
     VerticalKPCAModel
     """
     check_vertical_kernel(kernel)
-    cluster.reset()
-    info = validate_vertical(cluster)
+    if info is None:
+        cluster.reset()
+        info = validate_vertical(cluster)
     n = info.n_samples
     if int(n_components) != n_components or not 1 <= n_components <= n:
         raise ValueError(f"n_components must be an integer in [1, {n}], got {n_components!r}.")

@@ -6,10 +6,15 @@ Flower 1.42's SuperNode runs every message in a fresh ``flwr-clientapp`` process
 unpacked into ``FLWR_HOME`` and the ClientApp loaded, for each message. Under
 ``--isolation process`` the SuperNode starts no SuperExec and waits for one
 started beside it; this module is that process, kept alive: it imports flwr and
-kernelscale once, asks the SuperNode's Runtime API for a task every
-``poll_seconds``, and runs each task as ``flwr-clientapp`` would (pull the
-message and the node's context, run the ClientApp, push the reply and the
-context back), in this process.
+kernelscale once, asks the SuperNode's Runtime API for a task when its node
+wakes it up (a byte on the pipe ``--wake-fd``, written by the launcher once the
+node holds a message's content), or every :data:`WAKE_FALLBACK_SECONDS`; without
+the pipe every ``poll_seconds`` (for :data:`ACTIVE_SECONDS` after a task, then
+every :data:`IDLE_POLL_SECONDS`), and runs each task as ``flwr-clientapp`` would (pull
+the message and the node's context, run the ClientApp, push the reply and the
+context back), in this process, over one HTTP connection kept open (a task's
+token changes per task, the connection does not: no new TLS handshake per
+message).
 
 It runs kernelscale's own ClientApp
 (:data:`kernelscale.backends.flower.app.client_app`) and nothing else: a run
@@ -32,11 +37,37 @@ import traceback
 
 CLIENT_APP_REF = "kernelscale.backends.flower.app:client_app"
 POLL_SECONDS = 0.02
+#: After a task, look for the next one every poll_seconds this long (a fit's next round
+#: comes within the master's own work), then every IDLE_POLL_SECONDS.
+ACTIVE_SECONDS = 5.0
+IDLE_POLL_SECONDS = 0.2
+#: With a wake-up pipe, a poll still every this many seconds (a wake-up lost is late, not
+#: missed).
+WAKE_FALLBACK_SECONDS = 0.5
 HEARTBEAT_SECONDS = 10.0  # a task's heartbeat while its step runs (Flower's patience: 60 s)
 
 
-def _runtime_client(address: str, token: str | None = None, root_certificates=None,
-                    tls: bool = False):
+class TaskToken:
+    """The Runtime API's task-token header, as Flower's ``RuntimeTokenHttpInterceptor``
+    adds it, with the token changed per task (``token``) on one kept-open client."""
+
+    def __init__(self):
+        self.token = ""
+
+    def intercept(self, context, call_next):
+        from flwr.supercore.constant import TASK_TOKEN_HEADER
+        from flwr.supercore.interceptors.http.utils import add_headers
+
+        if not self.token:
+            raise RuntimeError("a task request without a task token")
+        add_headers(context.request, {TASK_TOKEN_HEADER: self.token})
+        return call_next(context)
+
+
+def _runtime_client(address: str, token: str | TaskToken | None = None,
+                    root_certificates=None, tls: bool = False):
+    """A Runtime API client: the SuperExec's (``token`` None), or a ClientApp task's
+    (``token``: the task's token, or a :class:`TaskToken` set per task)."""
     from flwr.supercore.interceptors import (
         RuntimeTokenHttpInterceptor,
         RuntimeVersionHttpInterceptor,
@@ -46,7 +77,9 @@ def _runtime_client(address: str, token: str | None = None, root_certificates=No
 
     interceptors = [RuntimeVersionHttpInterceptor(
         component_name="flwr-clientapp" if token else "SuperExec")]
-    if token:
+    if isinstance(token, TaskToken):
+        interceptors.append(token)
+    elif token:
         interceptors.append(RuntimeTokenHttpInterceptor(token))
     return RuntimeHttpClient.from_server_address(
         server_address=address, insecure=not (tls or root_certificates),
@@ -111,14 +144,23 @@ def pull_task_input(client):
 
 
 
-def run_task(address: str, token: str, client_app, fab_cache: dict, **tls) -> None:
+def run_task(address: str, token: str, client_app, fab_cache: dict, *, client=None,
+             task_token: TaskToken | None = None, **tls) -> None:
     """One task, as ``flwr-clientapp`` runs it, in this process (``tls``: the Runtime
-    API's ``root_certificates`` / ``tls`` of :func:`_runtime_client`)."""
+    API's ``root_certificates`` / ``tls`` of :func:`_runtime_client`).
+
+    ``client`` and ``task_token``: a task client kept open across tasks and its token
+    (set here for this task); without them a client is opened for this task alone.
+    """
     from flwr.app import Error, Message
     from flwr.common.constant import ErrorCode, SubStatus
     from flwr.supernode.runtime.run_clientapp import push_message, push_task_output
 
-    client = _runtime_client(address, token, **tls)
+    own = client is None
+    if own:
+        client = _runtime_client(address, token, **tls)
+    else:
+        task_token.token = token
     stop = threading.Event()
     beat = threading.Thread(target=_heartbeat, args=(client, stop), daemon=True)
     beat.start()
@@ -143,10 +185,15 @@ def run_task(address: str, token: str, client_app, fab_cache: dict, **tls) -> No
             if reply is not None and context is not None:
                 push_message(client, reply, context)
         finally:
-            push_task_output(client, context, status, details)
-            stop.set()
-            beat.join()
-            client.close()
+            try:
+                push_task_output(client, context, status, details)
+            finally:
+                stop.set()
+                beat.join()
+                if own:
+                    client.close()
+                else:
+                    task_token.token = ""
 
 
 def exit_with_parent(parent_pid: int, check_seconds: float = 0.2) -> None:
@@ -180,16 +227,27 @@ def exit_with_parent(parent_pid: int, check_seconds: float = 0.2) -> None:
 
 
 def serve(address: str, poll_seconds: float = POLL_SECONDS, parent_pid: int | None = None,
-          **tls):
-    """Run the SuperNode's ClientApp tasks until the SuperNode (``parent_pid``) exits."""
+          idle_seconds: float = IDLE_POLL_SECONDS, wake_fd: int | None = None, **tls):
+    """Run the SuperNode's ClientApp tasks until the SuperNode (``parent_pid``) exits.
+
+    Looks for a task whenever a byte arrives on ``wake_fd`` and every
+    :data:`WAKE_FALLBACK_SECONDS`; without it every ``poll_seconds`` for
+    :data:`ACTIVE_SECONDS` after the last task, then every ``idle_seconds``. Two
+    Runtime API clients stay open throughout (the SuperExec's, to acquire tasks,
+    and the tasks', whose token changes).
+    """
     from flwr.proto.runtime_pb2 import AcquireTaskRequest
     from flwr.supercore.constant import TaskType
 
     from kernelscale.backends.flower.app import client_app
 
     client = _runtime_client(address, **tls)
+    task_token = TaskToken()
+    tasks = _runtime_client(address, task_token, **tls)
     request = AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP])
     fab_cache: dict = {}
+    idle_seconds = max(idle_seconds, poll_seconds)
+    active_until = time.monotonic() + ACTIVE_SECONDS
     while True:
         try:
             task = client.AcquireTask(request)
@@ -198,11 +256,27 @@ def serve(address: str, poll_seconds: float = POLL_SECONDS, parent_pid: int | No
             continue
         if task.HasField("task") and task.token:
             try:
-                run_task(address, task.token, client_app, fab_cache, **tls)
+                run_task(address, task.token, client_app, fab_cache, client=tasks,
+                         task_token=task_token, **tls)
             except Exception:  # a reply that could not be pushed: that round times out
                 traceback.print_exc()  # on the master, naming this node; serve the next
+            active_until = time.monotonic() + ACTIVE_SECONDS
+        elif wake_fd is not None:
+            wake_fd = _wait_for_wake_up(wake_fd, WAKE_FALLBACK_SECONDS)
         else:
-            time.sleep(poll_seconds)
+            time.sleep(poll_seconds if time.monotonic() < active_until else idle_seconds)
+
+
+def _wait_for_wake_up(fd: int, timeout: float) -> int | None:
+    """Wait until ``fd`` has bytes (read them all) or ``timeout`` passes; ``None`` once
+    the pipe is closed (the node has gone: poll from then on)."""
+    import select
+
+    ready, _, _ = select.select([fd], [], [], timeout)
+    if ready and not os.read(fd, 4096):
+        os.close(fd)
+        return None
+    return fd
 
 
 def main(argv=None) -> None:
@@ -210,6 +284,9 @@ def main(argv=None) -> None:
     parser.add_argument("--runtime-api-address", required=True,
                         help="host:port of the SuperNode's Runtime API (its --host/--port)")
     parser.add_argument("--poll-seconds", type=float, default=POLL_SECONDS)
+    parser.add_argument("--wake-fd", type=int, default=None,
+                        help="a pipe's read end: the node writes a byte when it holds a "
+                        "message for a task (the launcher passes it)")
     parser.add_argument("--parent-pid", type=int, default=None,
                         help="exit when this process (the SuperNode) exits")
     parser.add_argument("--root-certificates", default=None,
@@ -222,7 +299,7 @@ def main(argv=None) -> None:
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid)
     serve(args.runtime_api_address, args.poll_seconds, args.parent_pid,
-          root_certificates=args.root_certificates, tls=args.tls)
+          wake_fd=args.wake_fd, root_certificates=args.root_certificates, tls=args.tls)
 
 
 if __name__ == "__main__":
