@@ -49,7 +49,7 @@ def _build(models, **config):
     ({"secure-rounds": 3}, ValueError, "secure-rounds=3"),
     ({"secure-rounds": "gama: moments"}, ValueError,
      "secure-rounds names 'gama: moments', which is not a summed round of "
-     "FederatedKernelKMeans; its summed rounds are 'gamma: moments', 'dspgd: lanczos step'"),
+     "FederatedKernelKMeans; its summed rounds are 'gamma: moments', 'dspgd: iteration'"),
     ({"estimator": "VerticalKernelPCA", "secure-rounds": "gamma: moments"}, ValueError,
      "not a summed round of VerticalKernelPCA; its summed rounds are 'partial distances'"),
     ({"kernelscale-relay": "127.0.0.1:1"}, ValueError, "keys of the relay ServerApp"),
