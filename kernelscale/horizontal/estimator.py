@@ -3,23 +3,11 @@
 from __future__ import annotations
 
 import time
-import warnings
 from numbers import Real
 
-import numpy as np
-import scipy.sparse as sp
-from sklearn.base import (
-    BaseEstimator,
-    ClassNamePrefixFeaturesOutMixin,
-    TransformerMixin,
-    _fit_context,
-)
-from sklearn.exceptions import NotFittedError
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.base import _fit_context
 
-from kernelscale.arrays import accept_device_input, device_transform, is_device_array, to_host
-from kernelscale.backends.local import LocalCluster
-from kernelscale.cluster_factory import CLUSTER_PARAMETER_CONSTRAINTS, estimator_cluster
+from kernelscale.cluster_factory import CLUSTER_PARAMETER_CONSTRAINTS
 from kernelscale.constraints import (
     FINITE_REAL,
     NON_NEGATIVE_INT,
@@ -30,56 +18,22 @@ from kernelscale.constraints import (
     StrOptions,
     kernel_names,
 )
-from kernelscale.horizontal.baselines import (
-    exact_kpca,
-)
-from kernelscale.horizontal.choice import (
-    check_budget_kept,
-    choose_plan,
-    draws_pilot,
-    landmark_count,
-)
+from kernelscale.horizontal.choice import check_budget_kept, choose_plan, draws_pilot
 from kernelscale.horizontal.diskpca import SAMPLERS
-from kernelscale.horizontal.evaluate import distributed_error
-from kernelscale.horizontal.forecast import MIN_FIT_ROWS
-from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
+from kernelscale.horizontal.fitting import describe_fit, fit_cluster, run_protocol
+from kernelscale.horizontal.kpca_base import KernelPCABase
 from kernelscale.horizontal.model_state import diskpca_state, restore_diskpca
 from kernelscale.horizontal.params import METHODS, check_parameters
-from kernelscale.horizontal.piloted import piloted_fit
-from kernelscale.horizontal.preimage import apply_preimage, fit_preimage
-from kernelscale.horizontal.sklearn_api import (
-    SKLEARN_PARAMETER_CONSTRAINTS,
-    eigensolver_options,
-    fit_precomputed,
-    validate_kernel_matrix,
-)
-from kernelscale.kernels import Kernel, kernel_name, make_kernel
-from kernelscale.linalg import as_generator, like_input, preserved_dtypes
-from kernelscale.metrics.lowrank import (
-    EXACT_REFERENCE_MAX_SAMPLES,
-    error_ratio,
-    exact_kpca_reference,
-    excess_energy_ratio,
-    kernel_mean_norm_sq,
-)
+from kernelscale.horizontal.sklearn_api import SKLEARN_PARAMETER_CONSTRAINTS
+from kernelscale.linalg import as_generator
 from kernelscale.model_registry import register_estimator
-from kernelscale.partition import PARTITIONS, make_partition, split
+from kernelscale.partition import PARTITIONS
 from kernelscale.progress import get_logger, track_rounds, verbosity
-from kernelscale.runtime.inputs import is_partition_list
-from kernelscale.runtime.ledger import Ledger
-from kernelscale.runtime.validation import check_real
 
 LOGGER = get_logger("horizontal")
 
 
-def _energy_shares(eigenvalues: np.ndarray, trace: float | None) -> np.ndarray:
-    """``eigenvalues / trace`` (zeros when the trace is unknown or not positive)."""
-    if trace is None or not trace > 0:
-        return np.zeros_like(eigenvalues)
-    return eigenvalues / trace
-
-
-class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class DistributedKernelPCA(KernelPCABase):
     """Kernel PCA over data split across workers, with every word of communication counted.
 
     ``fit(X)`` splits ``X`` over ``n_workers`` simulated workers (``partition``);
@@ -517,56 +471,28 @@ default=None
         with verbosity(self.verbose):
             return self._fit(X, y)
 
-    def fit_transform(self, X, y=None, **params):
-        """Fit on ``X`` and return its scores.
-
-        For 'exact' on one matrix, the scores come from the eigenvectors
-        (``eigenvectors_ * sqrt(eigenvalues_)``, scikit-learn's), without a second
-        pass over the kernel; otherwise ``fit(X).transform(X)``.
-
-        Parameters
-        ----------
-        X : array or CSR (n_samples, n_features)
-            As for :meth:`fit` (one matrix: the scores are those of its rows).
-        y : array, optional
-            Labels, used only by ``partition='label'``.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_components)
-        """
-        self.fit(X, y)
-        rows = getattr(self, "_fit_rows", None)
-        if self.method_ == "exact" and rows is not None and not self.lost_workers_:
-            scores = np.empty_like(self.eigenvectors_)
-            scores[rows] = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
-            return like_input(scores, X)
-        return self.transform(X)
-
     def _fit(self, X, y):
         start = time.perf_counter()
         rng = as_generator(self.random_state)
         self._fit_rows = None
-        if self.kernel == "precomputed":
+        if self.kernel == "precomputed":  # the exact fit of a kernel matrix, at one place
             self._fit_precomputed(X, rng)
-            cluster, info, plan = None, None, None
+            info, plan = None, None
         else:
-            cluster, info, self._fit_rows = self._make_cluster(X, y, rng)
+            # Step 1: the workers and their partitions
+            cluster, info, self._fit_rows = fit_cluster(self, X, y, rng)
             try:
                 self.kernel_ = self._make_kernel(self.n_features_in_)
+                # Step 2: what to run, where the user left it to the library
                 plan = choose_plan(self, X, info, cluster)
                 self.method_ = plan.method if plan else (self.method or "diskpca")
-                desc = f"{type(self).__name__}({self.method_})"
-                with track_rounds(cluster, LOGGER, desc, self.verbose):
-                    if draws_pilot(self, plan):
-                        self.model_, plan = piloted_fit(
-                            cluster, self.kernel_, plan, messages=self.messages,
-                            center=bool(self.center), chunk_size=self.chunk_size,
-                            n_leverage=self.n_leverage, random_state=rng,
-                            redraw=self.max_words is None)
-                        self.method_ = plan.method
-                    else:
-                        self.model_ = self._run_method(cluster, rng, info, plan)
+                # Step 3: the protocol (disKPCA, Algorithm 1 of 001, or a baseline)
+                piloted = draws_pilot(self, plan)  # the pilot may choose another method
+                with track_rounds(cluster, LOGGER, f"{type(self).__name__}({self.method_})",
+                                  self.verbose):
+                    self.model_, plan = run_protocol(self, cluster, rng, info, plan)
+                if piloted:
+                    self.method_ = plan.method
             finally:
                 cluster.close()
             self.communication_ = cluster.ledger
@@ -577,261 +503,15 @@ default=None
             if self.max_words is not None:
                 check_budget_kept(self)
         self._derive_fitted_attributes()
-        choice = ""
-        if plan is not None and plan.reason:  # what was chosen and why
-            setting = (f"after a pilot of {plan.pilot['n_pilot']} points, "
-                       if plan.pilot is not None else "")
-            choice = f"; {setting}{plan.method} with {plan.forecast.setting}: {plan.reason}"
-        n_samples = info.n_samples if info is not None else self.X_fit_.shape[0]
-        n_workers = info.n_workers if info is not None else 1
-        LOGGER.info("%s: %d samples over %d workers, %s fit words, %.2f s%s",
-                    f"{type(self).__name__}({self.method_})", n_samples, n_workers,
-                    f"{self.communication_.total_words('fit'):,}", time.perf_counter() - start,
-                    choice)
+        describe_fit(self, info, plan, time.perf_counter() - start)
         return self
-
-    def _fit_precomputed(self, K, rng) -> None:
-        """``kernel='precomputed'``: the exact fit of the kernel matrix, at one place."""
-        K = validate_kernel_matrix(K, copy=self.copy_X)
-        self.n_features_in_ = K.shape[1]
-        self.model_ = fit_precomputed(K, self.n_components, bool(self.center),
-                                      eigensolver_options(self, rng), self.remove_zero_eig)
-        self.kernel_ = self.model_.kernel
-        self.method_ = "exact"
-        self.communication_ = Ledger()  # nothing is sent
-        self.lost_workers_ = []
-        self._fit_rows = np.arange(K.shape[0])
-
-    def _derive_fitted_attributes(self) -> None:
-        """Every fitted attribute that follows from ``model_`` (and the parameters).
-
-        ``eigenvalues_``, ``explained_variance_ratio_``, ``landmarks_``,
-        ``landmark_coef_``, ``gamma_`` and, for 'exact', ``X_fit_`` and
-        ``eigenvectors_``; with ``fit_inverse_transform``, the pre-image map
-        (``X_transformed_fit_``, ``dual_coef_``: computed at the master from the
-        model, no communication). A model file restores an estimator through
-        this method from ``model_``, ``n_features_in_`` and the parameters.
-        """
-        model = self.model_
-        self.kernel_ = model.kernel
-        if not hasattr(self, "method_"):  # a restored model: what ran is in its info
-            self.method_ = model.info.get("method")
-        self.gamma_ = 1.0 / self.n_features_in_ if self.gamma is None else self.gamma
-        self.eigenvalues_ = model.eigenvalues
-        self.explained_variance_ratio_ = _energy_shares(self.eigenvalues_, model.trace)
-        for name in ("landmarks_", "landmark_coef_", "X_fit_", "eigenvectors_",
-                     "X_transformed_fit_", "dual_coef_"):  # from an earlier fit
-            self.__dict__.pop(name, None)
-        if hasattr(model, "landmarks"):
-            self.landmarks_ = model.landmarks
-            self.landmark_coef_ = model.coef
-        if self.method_ == "exact":
-            self.X_fit_ = model.landmarks
-            # C = V Lambda^-1/2 on the non-zero eigenvalues (zero columns elsewhere)
-            self.eigenvectors_ = model.coef * np.sqrt(np.maximum(model.eigenvalues, 0.0))
-        if self.fit_inverse_transform:
-            self._fit_inverse_transform()
-        self._n_features_out = model.n_components
 
     def _check_params(self) -> None:
         """Errors between parameters, raised before any work starts (each parameter
         alone is checked by ``_parameter_constraints``)."""
         check_parameters(self)
 
-    def _run_method(self, cluster, rng, info, plan=None):
-        """The method's master function on the cluster (disLR/batch on Y with ``landmarks``)."""
-        n_components = self.n_components
-        if n_components is None:  # 'exact' only: every non-zero component
-            n_components = info.n_samples
-        common = {"n_components": n_components, "messages": self.messages,
-                  "center": bool(self.center), "chunk_size": self.chunk_size,
-                  "random_state": rng}
-        if self.landmarks is not None:
-            run = landmark_batch if self.method_ == "uniform_batch" else landmark_dislr
-            return run(cluster, self.kernel_, self.landmarks, **common)
-        if self.method_ == "exact":
-            return exact_kpca(cluster, self.kernel_, eigensolver=eigensolver_options(self, rng),
-                              remove_zero_eig=self.remove_zero_eig or self.n_components is None,
-                              **{**common, "n_components": self.n_components})
-        sizes = {"n_landmarks": landmark_count(self),
-                 "n_random_features": self.n_random_features}
-        if plan is not None and self.max_words is not None:
-            # the budget's sizes; no top-up draws beyond the forecast
-            sizes = {"n_landmarks": max(plan.forecast.n_landmarks, 1),
-                     "n_random_features": plan.forecast.n_random_features or
-                     self.n_random_features, "redraw": False}
-        return METHODS[self.method_](
-            cluster, self.kernel_, n_leverage=self.n_leverage,
-            embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
-            embedding_dtype=self.embedding_dtype, sampler=self.sampler, **sizes, **common)
 
-    def _fit_inverse_transform(self) -> None:
-        """The pre-image map from the landmarks and their scores (no communication)."""
-        Y = self.model_.landmarks
-        self.X_transformed_fit_ = self.model_.transform(Y, chunk_size=self.chunk_size)
-        self.dual_coef_ = fit_preimage(self.kernel_, self.X_transformed_fit_, Y,
-                                       self.alpha, self.chunk_size)
-
-    def transform(self, X):
-        """Project ``X`` on the components.
-
-        Parameters
-        ----------
-        X : array or CSR (n_samples, n_features)
-            New points; for ``kernel='precomputed'``, their kernel values against
-            the training points, shape (n_samples, n_samples_fit).
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_components)
-            The scores, in the input's float dtype (float32 stays float32).
-        """
-        check_is_fitted(self)
-        X = accept_device_input(X)
-        if is_device_array(X):  # under array API dispatch: on X's device, X's namespace
-            return device_transform(self.model_, X, self.n_features_in_, self.chunk_size)
-        check_real(X)
-        X = validate_data(self, X, accept_sparse="csr", reset=False,
-                          dtype=[np.float64, np.float32])
-        return like_input(self.model_.transform(X, chunk_size=self.chunk_size), X)
-
-    def inverse_transform(self, X):
-        """Map scores back to input space with the learnt pre-image map.
-
-        As scikit-learn's ``KernelPCA.inverse_transform``: ``k(X, S) @ B`` with
-        ``S`` the landmarks' scores (``X_transformed_fit_``) and ``B`` the kernel
-        ridge coefficients (``dual_coef_``; ``fit_inverse_transform=True``). As
-        in scikit-learn, the map regresses the (uncentred) landmarks on their
-        scores with the model's kernel and no intercept: with the linear kernel
-        it cannot reconstruct the data's mean (use scikit-learn's ``PCA`` there).
-
-        Parameters
-        ----------
-        X : array of shape (n_samples, n_components)
-            Scores, e.g. from ``transform``.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_features)
-            Points in input space.
-        """
-        check_is_fitted(self)
-        if not hasattr(self, "dual_coef_"):
-            raise NotFittedError(
-                "The fit_inverse_transform parameter was not set to True when fitting, "
-                "so the inverse transform is not available."
-            )
-        check_real(X)
-        Z = check_array(X, dtype=[np.float64, np.float32])
-        k = self.X_transformed_fit_.shape[1]
-        if Z.shape[1] != k:
-            raise ValueError(f"X has {Z.shape[1]} columns; inverse_transform takes the "
-                             f"scores of the {k} components.")
-        return like_input(apply_preimage(self.kernel_, self.X_transformed_fit_,
-                                         self.dual_coef_, Z, self.chunk_size), Z)
-
-    def approximation_error(self, X, reference: bool | None = None) -> dict:
-        """Low-rank approximation error of the fit on ``X``, through the runtime.
-
-        ``X`` is split like the training data (or given as partitions) and the
-        error ``sum_a ||phi(a) - V V^T phi(a)||^2`` is computed by the workers
-        under the phase 'evaluate'. With ``center=True``, ``phi(a)`` is centred
-        on the mean of ``X`` itself (not the training mean):
-        ``sum_a ||(phi(a) - mu_X) - V V^T (phi(a) - mu_X)||^2``, what centred KPCA
-        of ``X`` minimises, so ``ratio >= 1`` on held-out data too; on the
-        training data it is the model's reconstruction error (see
-        :mod:`kernelscale.metrics.lowrank`). ``||mu_X||^2`` is computed here, on
-        the stacked ``X`` (O(n^2) kernel evaluations). With ``reference=True``
-        (default when n <= 20,000) the exact optimum is computed too, with
-        ``opt``, ``ratio`` (err / opt, NaN when opt <= 0) and ``excess_ratio``
-        ((err - opt) / (trace - opt)).
-
-        Parameters
-        ----------
-        X : array or CSR (n_samples, n_features), or a list of them
-            The points to evaluate on (the training data, or held-out points).
-        reference : bool, optional
-            Also compute the exact optimum (default: when n <= 20,000).
-
-        Returns
-        -------
-        dict
-            ``error`` (the squared feature-space residual summed over ``X``),
-            ``trace`` (the total energy, centred when ``center=True``) and, with
-            ``reference``, ``opt``, ``ratio`` and ``excess_ratio``.
-        """
-        check_is_fitted(self)
-        if self.kernel == "precomputed":
-            raise ValueError("approximation_error needs k(a, a) and the kernel between the "
-                             "points of X, which kernel='precomputed' does not have: compute "
-                             "it from the eigenvalues (their sum against the trace of the "
-                             "centred kernel matrix) or fit with the kernel itself.")
-        parts = list(X) if is_partition_list(X) else [X]
-        check_real(parts)
-        parts = [check_array(to_host(p), accept_sparse="csr") for p in parts]  # on the host
-        X_all = sp.vstack(parts, format="csr") if sp.issparse(parts[0]) else np.vstack(parts)
-        n = X_all.shape[0]
-        if reference is None:
-            reference = n <= EXACT_REFERENCE_MAX_SAMPLES
-        center_norm_sq = kernel_mean_norm_sq(X_all, self.kernel_) if self.center else None
-        if len(parts) == 1:
-            k = min(self.n_workers, n)
-            parts = split(X_all, make_partition(n, k, "uniform", random_state=0))
-        result = distributed_error(LocalCluster(parts, n_jobs=self.n_jobs), self.model_,
-                                   center_norm_sq,
-                                   self.chunk_size)
-        if reference:
-            ref = exact_kpca_reference(X_all, self.kernel_, self.model_.n_components,
-                                       self.center)
-            result.update(opt=ref["opt"], ratio=error_ratio(result["error"], ref["opt"]),
-                          excess_ratio=excess_energy_ratio(result["error"], ref["opt"],
-                                                           ref["trace"]))
-        return result
-
-    def _make_kernel(self, n_features):
-        name = kernel_name(self.kernel)
-        if name == "callable":
-            return make_kernel(self.kernel)
-        degree = self.degree
-        if degree is None:
-            degree = 2 if name == "arccos" else 3
-        if name == "arccos":
-            return make_kernel("arccos", order=degree)
-        return make_kernel(name, gamma=self.gamma, degree=degree, coef0=self.coef0,
-                           n_features=n_features)
-
-    def _make_cluster(self, X, y, rng):
-        def split_rows(n_samples):
-            n_workers = self.n_workers
-            if n_workers > n_samples:
-                warnings.warn(f"n_workers={n_workers} exceeds the {n_samples} samples; "
-                              f"using {n_samples} workers.", stacklevel=5)
-                n_workers = n_samples
-            if n_workers == 1 and self.method == "exact":  # X_fit_ in the order of X
-                return [np.arange(n_samples)]
-            return make_partition(n_samples, n_workers, self.partition, labels=y,
-                                  random_state=rng)
-
-        X = accept_device_input(X)  # array API input: kept on its device under dispatch
-        check_real(X)
-        cluster, info, rows = estimator_cluster(self, X, split_rows, min_samples=MIN_FIT_ROWS,
-                                                device_arrays=True)
-        return cluster, info, None if rows is None else np.concatenate(rows)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        # A precomputed kernel matrix is pairwise: cross-validation splits its rows and
-        # columns alike (scikit-learn's KernelPCA's tag).
-        tags.input_tags.pairwise = self.kernel == "precomputed"
-        # CSR input, except for the kernels that need dense rows (Laplacian, chi2).
-        try:
-            name = kernel_name(self.kernel)
-        except ValueError:  # an unknown kernel, or 'precomputed' (a dense matrix)
-            name = "laplacian" if self.kernel == "precomputed" else "rbf"
-        tags.input_tags.sparse = Kernel(name=name).accepts_sparse
-        return preserved_dtypes(tags)
-
-
-# Model files (kernelscale.save_model / load_model) hold this estimator too.
 register_estimator(DistributedKernelPCA, diskpca_state, restore_diskpca,
                    model_type="distributed_kpca")
+

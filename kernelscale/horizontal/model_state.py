@@ -3,7 +3,7 @@
 The file keeps ``model_`` (a :class:`~kernelscale.model.KernelPCAModel` or
 :class:`~kernelscale.model.RandomFeaturePCAModel`), ``method_`` and
 ``lost_workers_``; every other fitted attribute follows from ``model_`` and the
-parameters, as ``fit`` derives it (``DistributedKernelPCA._derive_fitted_attributes``,
+parameters, as ``fit`` derives it (``KernelPCABase._derive_fitted_attributes``,
 which also recomputes the pre-image map at the master).
 """
 
