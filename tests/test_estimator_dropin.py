@@ -195,7 +195,7 @@ def test_docstring_examples_run():
 @pytest.mark.parametrize("solver", ["dense", "arpack", "randomized"])
 def test_top_eigenpairs_on_a_known_spectrum(solver, seed):
     """A 60 x 60 matrix with eigenvalues 2^-i: every solver finds the top 5 (1e-8)."""
-    from kernelscale.linalg import top_eigenpairs
+    from kernelscale.eigensolvers import top_eigenpairs
 
     rng = np.random.default_rng(seed)
     Q, _ = np.linalg.qr(rng.standard_normal((60, 60)))
@@ -207,7 +207,7 @@ def test_top_eigenpairs_on_a_known_spectrum(solver, seed):
 
 
 def test_psd_eigenvalues_zeroes_round_off_and_refuses_negative_ones():
-    from kernelscale.linalg import psd_eigenvalues
+    from kernelscale.eigensolvers import psd_eigenvalues
 
     np.testing.assert_array_equal(psd_eigenvalues(np.array([4.0, 1e-13, -1e-9])), [4, 0, 0])
     with pytest.raises(ValueError, match="significant negative eigenvalues"):

@@ -164,6 +164,7 @@ def diskpca(
     redraw: bool = True,
     pilot=None,
     ridge_scale: float = 1.0,
+    eigensolver: dict | None = None,
 ) -> KernelPCAModel:
     """Distributed kernel PCA (disKPCA, Algorithm 4 of paper 001).
 
@@ -239,6 +240,10 @@ def diskpca(
         budget sets 0 where its pilot's energy is concentrated
         (:mod:`kernelscale.horizontal.pilot`). ``model.info['ridge']`` is the
         ridge used.
+    eigensolver : dict, optional
+        The master's eigensolver for disLR's |Y| x |Y| problem: keyword arguments
+        of :func:`kernelscale.eigensolvers.top_eigenpairs` (default: LAPACK's
+        dense solver); its iterations are ``model.info['n_iter']``.
 
     Returns
     -------
@@ -302,8 +307,9 @@ def diskpca(
         ridge, n_first = ridge * ridge_scale, targets[0]
     # Step 4: disLR in span(phi(Y))
     model = dislr(cluster, Y, new_points, kernel, n_components, info.n_samples, messages,
-                  center, int(chunk_size), worker_seeds(rng, cluster.n_workers))
-    model.info = {"method": "diskpca", "messages": messages, "sampler": sampler,
+                  center, int(chunk_size), worker_seeds(rng, cluster.n_workers),
+                  eigensolver=eigensolver)
+    model.info |= {"method": "diskpca", "messages": messages, "sampler": sampler,
                   "n_leverage": int(n_first), "n_adaptive": int(Y.shape[0] - n_first),
                   "n_uniform_fill": n_fill, "ridge": ridge}
     return model

@@ -24,6 +24,7 @@ from kernelscale.horizontal.fitting import describe_fit, fit_cluster, run_protoc
 from kernelscale.horizontal.kpca_base import KernelPCABase
 from kernelscale.horizontal.model_state import diskpca_state, restore_diskpca
 from kernelscale.horizontal.params import METHODS, check_parameters
+from kernelscale.horizontal.preimage import preimage_round
 from kernelscale.horizontal.sklearn_api import SKLEARN_PARAMETER_CONSTRAINTS
 from kernelscale.linalg import as_generator
 from kernelscale.model_registry import register_estimator
@@ -475,6 +476,7 @@ default=None
         start = time.perf_counter()
         rng = as_generator(self.random_state)
         self._fit_rows = None
+        preimage = None
         if self.kernel == "precomputed":  # the exact fit of a kernel matrix, at one place
             self._fit_precomputed(X, rng)
             info, plan = None, None
@@ -491,8 +493,14 @@ default=None
                 with track_rounds(cluster, LOGGER, f"{type(self).__name__}({self.method_})",
                                   self.verbose):
                     self.model_, plan = run_protocol(self, cluster, rng, info, plan)
-                if piloted:
-                    self.method_ = plan.method
+                    if piloted:
+                        self.method_ = plan.method
+                    # Step 4: the pre-image map, learnt on every worker's rows
+                    if self.fit_inverse_transform and self.method_ != "exact":
+                        preimage = preimage_round(
+                            cluster, self.model_, self.alpha, self.chunk_size,
+                            send_model=self.landmarks is not None
+                            and self.method_ == "uniform_batch")
             finally:
                 cluster.close()
             self.communication_ = cluster.ledger
@@ -502,7 +510,7 @@ default=None
             self.budget_plan_ = plan
             if self.max_words is not None:
                 check_budget_kept(self)
-        self._derive_fitted_attributes()
+        self._derive_fitted_attributes(preimage)
         describe_fit(self, info, plan, time.perf_counter() - start)
         return self
 

@@ -58,23 +58,24 @@ def fit_cluster(est, X, y, rng):
 def run_protocol(est, cluster, rng, info, plan):
     """Step 3: ``(model, plan)``: the method of ``est.method_`` on the cluster, or the
     pilot's choice (``plan`` then says what ran)."""
+    eigensolver = eigensolver_options(est, rng)  # the master's, for every method
     if draws_pilot(est, plan):
         model, plan = piloted_fit(
             cluster, est.kernel_, plan, messages=est.messages, center=bool(est.center),
             chunk_size=est.chunk_size, n_leverage=est.n_leverage, random_state=rng,
-            redraw=est.max_words is None)
+            redraw=est.max_words is None, eigensolver=eigensolver)
         return model, plan
     n_components = est.n_components
     if n_components is None:  # 'exact' only: every non-zero component
         n_components = info.n_samples
     common = {"n_components": n_components, "messages": est.messages,
               "center": bool(est.center), "chunk_size": est.chunk_size,
-              "random_state": rng}
+              "random_state": rng, "eigensolver": eigensolver}
     if est.landmarks is not None:
         run = landmark_batch if est.method_ == "uniform_batch" else landmark_dislr
         return run(cluster, est.kernel_, est.landmarks, **common), plan
     if est.method_ == "exact":
-        return exact_kpca(cluster, est.kernel_, eigensolver=eigensolver_options(est, rng),
+        return exact_kpca(cluster, est.kernel_,
                           remove_zero_eig=est.remove_zero_eig or est.n_components is None,
                           **{**common, "n_components": est.n_components}), plan
     sizes = {"n_landmarks": landmark_count(est), "n_random_features": est.n_random_features}

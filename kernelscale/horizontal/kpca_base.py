@@ -11,13 +11,22 @@ runs a protocol over workers.
 
 from __future__ import annotations
 
+import functools
+import types
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from kernelscale.arrays import accept_device_input, device_transform, is_device_array, to_host
+from kernelscale.arrays import (
+    accept_device_input,
+    device_transform,
+    is_device_array,
+    to_device_of,
+    to_host,
+)
 from kernelscale.backends.local import LocalCluster
 from kernelscale.horizontal.evaluate import distributed_error
 from kernelscale.horizontal.preimage import apply_preimage, fit_preimage
@@ -40,6 +49,30 @@ from kernelscale.partition import make_partition, split
 from kernelscale.runtime.inputs import is_partition_list
 from kernelscale.runtime.ledger import Ledger
 from kernelscale.runtime.validation import check_real
+
+
+class _WithPreimageMap:
+    """A method that exists only with ``fit_inverse_transform=True`` (``inverse_transform``).
+
+    Without the map, the attribute itself raises scikit-learn's ``NotFittedError``
+    (an ``AttributeError``): ``hasattr`` is then False, as scikit-learn's checks
+    expect of a method that cannot run, and a call gets the error scikit-learn's
+    ``KernelPCA`` raises. (scikit-learn's ``available_if`` would turn it into a
+    plain ``AttributeError``.) On the class it is the function, for the docs.
+    """
+
+    def __init__(self, method):
+        self.method = method
+        functools.update_wrapper(self, method)
+
+    def __get__(self, estimator, owner=None):
+        if estimator is None:
+            return self.method
+        if not (hasattr(estimator, "dual_coef_") or (
+                estimator.fit_inverse_transform and not hasattr(estimator, "model_"))):
+            raise NotFittedError("The fit_inverse_transform parameter was not set to True "
+                                 "when fitting, so the inverse transform is not available.")
+        return types.MethodType(self.method, estimator)
 
 
 class KernelPCABase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -90,15 +123,18 @@ class KernelPCABase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.lost_workers_ = []
         self._fit_rows = np.arange(K.shape[0])
 
-    def _derive_fitted_attributes(self) -> None:
+    def _derive_fitted_attributes(self, preimage=None) -> None:
         """Every fitted attribute that follows from ``model_`` (and the parameters).
 
         ``eigenvalues_``, ``explained_variance_ratio_``, ``landmarks_``,
-        ``landmark_coef_``, ``gamma_`` and, for 'exact', ``X_fit_`` and
-        ``eigenvectors_``; with ``fit_inverse_transform``, the pre-image map
-        (``X_transformed_fit_``, ``dual_coef_``: computed at the master from the
-        model, no communication). A model file restores an estimator through
-        this method from ``model_``, ``n_features_in_`` and the parameters.
+        ``landmark_coef_``, ``gamma_``, ``n_iter_`` and, for 'exact', ``X_fit_``
+        and ``eigenvectors_``; with ``fit_inverse_transform``, the pre-image map
+        (``X_transformed_fit_``, ``dual_coef_``): ``preimage``, the map a
+        distributed fit learnt on every worker's rows
+        (:func:`~kernelscale.horizontal.preimage.preimage_round`), or for 'exact'
+        scikit-learn's, computed here from every point. A model file restores an
+        estimator through this method from ``model_``, ``n_features_in_``, the
+        parameters and the map it kept.
         """
         model = self.model_
         self.kernel_ = model.kernel
@@ -108,7 +144,7 @@ class KernelPCABase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.eigenvalues_ = model.eigenvalues
         self.explained_variance_ratio_ = energy_shares(self.eigenvalues_, model.trace)
         for name in ("landmarks_", "landmark_coef_", "X_fit_", "eigenvectors_",
-                     "X_transformed_fit_", "dual_coef_"):  # from an earlier fit
+                     "X_transformed_fit_", "dual_coef_", "n_iter_"):  # from an earlier fit
             self.__dict__.pop(name, None)
         if hasattr(model, "landmarks"):
             self.landmarks_ = model.landmarks
@@ -117,16 +153,27 @@ class KernelPCABase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             self.X_fit_ = model.landmarks
             # C = V Lambda^-1/2 on the non-zero eigenvalues (zero columns elsewhere)
             self.eigenvectors_ = model.coef * np.sqrt(np.maximum(model.eigenvalues, 0.0))
+        if "n_iter" in model.info:  # the master's eigensolver (absent from older model files)
+            self.n_iter_ = int(model.info["n_iter"])
         if self.fit_inverse_transform:
-            self._fit_inverse_transform()
+            self._set_preimage_map(preimage)
         self._n_features_out = model.n_components
 
-    def _fit_inverse_transform(self) -> None:
-        """The pre-image map from the landmarks and their scores (no communication)."""
-        Y = self.model_.landmarks
-        self.X_transformed_fit_ = self.model_.transform(Y, chunk_size=self.chunk_size)
-        self.dual_coef_ = fit_preimage(self.kernel_, self.X_transformed_fit_, Y,
-                                       self.alpha, self.chunk_size)
+    def _set_preimage_map(self, preimage) -> None:
+        """``X_transformed_fit_`` and ``dual_coef_``: the map given, or the one the master
+        computes: for 'exact' scikit-learn's, from every point and its score
+        ``eigenvectors_ * sqrt(eigenvalues_)``; for a distributed model file written
+        before the map was learnt on every row, the landmarks' own map."""
+        if preimage is None:
+            if self.method_ == "exact":
+                points = self.X_fit_
+                scores = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
+            else:
+                points = self.model_.landmarks
+                scores = self.model_.transform(points, chunk_size=self.chunk_size)
+            preimage = scores, fit_preimage(self.kernel_, scores, points, self.alpha,
+                                            self.chunk_size)
+        self.X_transformed_fit_, self.dual_coef_ = preimage
 
     def transform(self, X):
         """Project ``X`` on the components.
@@ -151,6 +198,7 @@ class KernelPCABase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
                           dtype=[np.float64, np.float32])
         return like_input(self.model_.transform(X, chunk_size=self.chunk_size), X)
 
+    @_WithPreimageMap
     def inverse_transform(self, X):
         """Map scores back to input space with the learnt pre-image map.
 
@@ -172,19 +220,17 @@ class KernelPCABase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             Points in input space.
         """
         check_is_fitted(self)
-        if not hasattr(self, "dual_coef_"):
-            raise NotFittedError(
-                "The fit_inverse_transform parameter was not set to True when fitting, "
-                "so the inverse transform is not available."
-            )
-        check_real(X)
-        Z = check_array(X, dtype=[np.float64, np.float32])
+        on_device = is_device_array(X)
+        Z = to_host(X) if on_device else X
+        check_real(Z)
+        Z = check_array(Z, dtype=[np.float64, np.float32])
         k = self.X_transformed_fit_.shape[1]
         if Z.shape[1] != k:
             raise ValueError(f"X has {Z.shape[1]} columns; inverse_transform takes the "
                              f"scores of the {k} components.")
-        return like_input(apply_preimage(self.kernel_, self.X_transformed_fit_,
-                                         self.dual_coef_, Z, self.chunk_size), Z)
+        out = like_input(apply_preimage(self.kernel_, self.X_transformed_fit_,
+                                        self.dual_coef_, Z, self.chunk_size), Z)
+        return to_device_of(out, X) if on_device else out
 
 
     def approximation_error(self, X, reference: bool | None = None) -> dict:

@@ -20,8 +20,8 @@ import scipy.sparse as sp
 from sklearn.utils.validation import check_array
 
 from kernelscale.constraints import Interval, StrOptions
+from kernelscale.eigensolvers import EIGEN_SOLVERS
 from kernelscale.horizontal.baselines import check_batch_size, kernel_matrix_kpca
-from kernelscale.linalg import EIGEN_SOLVERS
 from kernelscale.model import KernelPCAModel
 
 #: ``n_landmarks=None`` without ``max_words``: the |Y| the fit chooses (its words
@@ -128,5 +128,5 @@ def fit_precomputed(K: np.ndarray, n_components: int | None, center: bool,
     model = kernel_matrix_kpca(np.array(K, dtype=np.float64, copy=True), K,
                                PrecomputedKernel(), n_components, center, eigensolver,
                                remove_zero_eig)
-    model.info = {"method": "exact", "kernel": "precomputed"}
+    model.info |= {"method": "exact", "kernel": "precomputed"}
     return model
