@@ -16,12 +16,14 @@ from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
 # The estimators (scikit-learn classes) load on first use.
 __getattr__, __dir__ = lazy_exports(__name__, {
     "DistributedKernelPCA": "kernelscale.horizontal.estimator",
+    "KernelPCA": "kernelscale.horizontal.kernel_pca",
 })
 
 __all__ = [
     "BudgetPlan",
     "DistributedKernelPCA",
     "Forecast",
+    "KernelPCA",
     "WordBudgetError",
     "diskpca",
     "distributed_error",

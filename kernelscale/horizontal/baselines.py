@@ -317,7 +317,7 @@ def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int | None = 10,
 
 def kernel_matrix_kpca(K: np.ndarray, X, kernel: Kernel, n_components: int | None,
                        center: bool, eigensolver: dict | None = None,
-                       remove_zero_eig: bool = False) -> KernelPCAModel:
+                       remove_zero_eig: bool = False, warn_rank: bool = True) -> KernelPCAModel:
     """Exact kernel PCA of the kernel matrix ``K = k(X, X)``, as scikit-learn's ``KernelPCA``.
 
     Centring (``center=True``) subtracts the column means and the row means and
@@ -330,7 +330,8 @@ def kernel_matrix_kpca(K: np.ndarray, X, kernel: Kernel, n_components: int | Non
     (:func:`kernelscale.linalg.psd_eigenvalues`). Components of eigenvalue 0
     have zero coefficients; they are dropped with ``remove_zero_eig=True`` or
     ``n_components=None`` (every non-zero component), and otherwise kept with
-    a ``UserWarning``. ``K`` is centred in place.
+    a ``UserWarning`` (without it when ``warn_rank`` is False: scikit-learn's
+    ``KernelPCA`` keeps them silently). ``K`` is centred in place.
     """
     n = K.shape[0]
     mean = None
@@ -350,10 +351,20 @@ def kernel_matrix_kpca(K: np.ndarray, X, kernel: Kernel, n_components: int | Non
     if remove_zero_eig or n_components is None:
         w, V = w[nonzero], V[:, nonzero]
         coef = V / np.sqrt(w)
-    else:
+    elif warn_rank:
         coef, kept = cap_at_rank(V[:, nonzero] / np.sqrt(w[nonzero]), w[nonzero], k,
                                  "The kernel matrix", stacklevel=4)
         w = kept
+    else:  # the same zero columns for eigenvalue 0, without the warning
+        coef = np.zeros_like(V)
+        coef[:, nonzero] = V[:, nonzero] / np.sqrt(w[nonzero])
+    if center:
+        # transform(a) = C^T (k(X, a) - m) leaves out the row mean of k(X, a), which the
+        # centred kernel of a new point subtracts (scikit-learn's KernelCenterer): C^T 1 is
+        # 0 in exact arithmetic, but not for the eigenvectors of tiny eigenvalues, which
+        # LAPACK mixes with the null vector 1 (n_components=None keeps them). C' = C - 1 c^T
+        # with c = C^T 1 / n makes C'^T (k(X, a) - m) the centred kernel's projection.
+        coef = coef - coef.mean(axis=0)[None, :]
     return KernelPCAModel(kernel=kernel, landmarks=X, coef=coef, eigenvalues=w, center=mean,
                           trace=trace, info={"n_iter": n_iter})
 

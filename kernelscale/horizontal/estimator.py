@@ -12,7 +12,6 @@ from kernelscale.constraints import (
     FINITE_REAL,
     NON_NEGATIVE_INT,
     POSITIVE_INT,
-    POSITIVE_REAL,
     RANDOM_STATE,
     Interval,
     StrOptions,
@@ -90,13 +89,18 @@ class DistributedKernelPCA(KernelPCABase):
         ``fit_inverse_transform``, ``max_words``, ``landmarks`` and
         ``approximation_error``.
     gamma : float, optional
-        Kernel scale; default ``1 / n_features`` (scikit-learn's; the value used is
+        Kernel scale, >= 0 as in scikit-learn (0 makes the RBF kernel constant);
+        default ``1 / n_features`` (scikit-learn's; the value used is
         ``gamma_``). For the papers'
         bandwidth use ``kernelscale.kernels.median_heuristic``: gamma = 1 / (2 sigma^2).
     degree : int, optional
         Polynomial degree (default 3) or arc-cosine order (default 2).
     coef0 : float, default=1.0
         Polynomial constant term; sigmoid offset.
+    kernel_params : dict, optional
+        Keyword arguments of a callable kernel, passed on every call
+        (scikit-learn's meaning; ignored by the named kernels, as there). They
+        travel with the kernel's import path to the workers.
     n_workers : int, default=5
         Workers to split ``X`` over (ignored when partitions are given).
     partition : {'power_law', 'uniform', 'label'}, default='power_law'
@@ -379,9 +383,10 @@ default=None
     _parameter_constraints: dict = {
         "n_components": [POSITIVE_INT, None],
         "kernel": [kernel_names(), StrOptions({"precomputed"}), callable],
-        "gamma": [POSITIVE_REAL, None],
+        "gamma": [Interval(Real, 0, None, closed="left"), None],
         "degree": [NON_NEGATIVE_INT, None],
         "coef0": [FINITE_REAL],
+        "kernel_params": [dict, None],
         "n_workers": [POSITIVE_INT],
         "partition": [StrOptions(set(PARTITIONS))],
         "method": [StrOptions(set(METHODS)), None],
@@ -406,11 +411,11 @@ default=None
     }
 
     def __init__(self, n_components=10, *, kernel="rbf", gamma=None, degree=None, coef0=1.0,
-                 n_workers=5, partition="power_law", method=None, max_words=None,
-                 n_landmarks=None, landmarks=None, n_leverage=None, embedding_dim=50,
-                 row_sketch_dim=250, n_random_features=2000, embedding_dtype="float64",
-                 messages="gram",
-                 center=True, fit_inverse_transform=False, alpha=1.0, chunk_size=4096,
+                 kernel_params=None, n_workers=5, partition="power_law", method=None,
+                 max_words=None, n_landmarks=None, landmarks=None, n_leverage=None,
+                 embedding_dim=50, row_sketch_dim=250, n_random_features=2000,
+                 embedding_dtype="float64", messages="gram", center=True,
+                 fit_inverse_transform=False, alpha=1.0, chunk_size=4096,
                  backend="local", client=None, retry_lost=False, timeout=None, n_jobs=None,
                  verbose=0, random_state=None, sampler="ridge", eigen_solver="auto", tol=0,
                  max_iter=None, iterated_power="auto", remove_zero_eig=False, copy_X=True):
@@ -419,6 +424,7 @@ default=None
         self.gamma = gamma
         self.degree = degree
         self.coef0 = coef0
+        self.kernel_params = kernel_params
         self.n_workers = n_workers
         self.partition = partition
         self.method = method

@@ -293,8 +293,8 @@ class KernelPCABase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
 
     def _make_kernel(self, n_features):
         name = kernel_name(self.kernel)
-        if name == "callable":
-            return make_kernel(self.kernel)
+        if name == "callable":  # scikit-learn's kernel_params: the callable's arguments
+            return make_kernel(self.kernel, params=self.kernel_params)
         degree = self.degree
         if degree is None:
             degree = 2 if name == "arccos" else 3
