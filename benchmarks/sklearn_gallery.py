@@ -146,8 +146,9 @@ def compare(run, *args, repeats=3):
            "mse_ours": mine.get("mse", ""), "mse_sklearn": their.get("mse", ""),
            "kernelscale_s": round(statistics.median(seconds["kernelscale"]), 4),
            "sklearn_s": round(statistics.median(seconds["scikit-learn"]), 4),
-           "ratio": round(statistics.median(a / b for a, b in zip(seconds["kernelscale"],
-                                                                  seconds["scikit-learn"])), 3),
+           "ratio": round(statistics.median(
+               a / b for a, b in zip(seconds["kernelscale"], seconds["scikit-learn"],
+                                     strict=True)), 3),
            "repeats": repeats}
     return row, mine
 
