@@ -42,15 +42,16 @@ class DistributedKernelPCA(KernelPCABase):
     a dask array (its row chunks). The protocol runs in-process by default, or on
     a Dask cluster (``backend='dask'``).
 
-    With ``method='exact', n_workers=1`` it is a drop-in for scikit-learn's
-    ``KernelPCA``: the same parameters (``eigen_solver``, ``tol``, ``max_iter``,
-    ``iterated_power``, ``remove_zero_eig``, ``n_components=None``,
-    ``kernel='precomputed'``, ``copy_X``), the same fitted attributes with the
-    same meanings (``eigenvalues_``, ``eigenvectors_``, ``dual_coef_``,
-    ``X_transformed_fit_``, ``X_fit_``, ``gamma_``), and scikit-learn's own
-    KernelPCA tests pass (``tests/test_sklearn_kernel_pca.py``). Only the
-    defaults differ (``n_components=10``, ``kernel='rbf'``, a distributed
-    method, 5 workers); see ``docs/sklearn.md`` for the migration note.
+    It takes scikit-learn's ``KernelPCA`` parameters with their meanings
+    (``eigen_solver``, ``tol``, ``max_iter``, ``iterated_power``,
+    ``remove_zero_eig``, ``n_components=None``, ``kernel='precomputed'``,
+    ``kernel_params``, ``copy_X``) and gives its fitted attributes
+    (``eigenvalues_``, ``eigenvectors_``, ``dual_coef_``, ``X_transformed_fit_``,
+    ``X_fit_``, ``gamma_``, ``n_iter_``), but its defaults are a distributed fit's
+    (``n_components=10``, ``kernel='rbf'``, a method chosen for you, 5 workers).
+    The drop-in for scikit-learn's class is :class:`~kernelscale.KernelPCA`;
+    with ``method='exact', n_workers=1`` this class computes the same exact fit
+    through one worker round (``docs/sklearn.md``).
 
     Parameters
     ----------
@@ -193,13 +194,16 @@ default=None
     fit_inverse_transform : bool, default=False
         Learn a pre-image map for ``inverse_transform``, as scikit-learn's
         ``KernelPCA``: kernel ridge regression from the scores back to input
-        space, learnt at the master from what it already holds, the landmarks
-        Y and their scores ``transform(Y)`` (no extra communication). It costs
-        the |Y| x |Y| kernel of the scores and one |Y| x |Y| solve at the
-        master (``O(|Y|^2 k + |Y|^3 + |Y|^2 d)`` time, ``|Y|^2 + |Y| d`` floats of
-        memory, kept for ``inverse_transform``). Needs a method with landmarks
-        (not 'random_features'). With method='exact', Y is all the data and the
-        map is scikit-learn's.
+        space. With 'exact' it is scikit-learn's, learnt at the master from
+        every point and its score. With the other landmark methods it is the
+        same regression over every worker's rows, with the landmarks' scores
+        ``transform(Y)`` as its centres
+        (:func:`~kernelscale.horizontal.preimage.preimage_round`): one round
+        more, 'pre-image: sums over rows', in which each worker sends
+        ``|Y|(|Y|+1)/2 + |Y| d`` words of sums (counted in ``max_words``, and in
+        the forecast), then one |Y| x |Y| solve at the master (``|Y|^2 + |Y| d``
+        floats kept for ``inverse_transform``). Needs a method with landmarks
+        (not 'random_features').
     alpha : float, default=1.0
         Ridge of the pre-image map (``fit_inverse_transform=True``).
     chunk_size : int, default=4096
@@ -242,13 +246,13 @@ default=None
         ``row_sketch_dim``, ``n_random_features``, ``embedding_dtype``), then
         adaptive sampling. Ignored by the other methods.
     eigen_solver : {'auto', 'dense', 'arpack', 'randomized'}, default='auto'
-        The master's eigensolver for the n x n kernel matrix of 'exact'
-        (scikit-learn's meaning; :func:`kernelscale.linalg.top_eigenpairs`):
-        LAPACK's dense solver, ARPACK (``scipy.sparse.linalg.eigsh``) or
-        scikit-learn's randomized SVD; 'auto' takes ARPACK for k < 10 on more
-        than 200 points, the dense solver otherwise. The other methods solve
-        a small eigenproblem at the master (|Y| x |Y| for the landmark methods,
-        m x m for 'random_features') with the dense solver and ignore it.
+        The master's eigensolver, for every method (scikit-learn's meaning;
+        :func:`kernelscale.eigensolvers.top_eigenpairs`): of the n x n kernel
+        matrix of 'exact', the |Y| x |Y| matrix of the landmark methods, the
+        m x m covariance of 'random_features'. LAPACK's dense solver, ARPACK
+        (``scipy.sparse.linalg.eigsh``) or scikit-learn's randomized SVD; 'auto'
+        takes ARPACK for k < 10 of a matrix above 200 rows, the dense solver
+        otherwise. Its iterations are ``n_iter_``.
     tol : float, default=0
         ARPACK's convergence tolerance (0: machine precision).
     max_iter : int, optional
@@ -299,15 +303,19 @@ default=None
         partitions stacked.
     gamma_ : float
         scikit-learn's: the kernel scale used, ``gamma`` or ``1 / n_features_in_``.
+    n_iter_ : int
+        The master's eigensolver's iterations: 1 for the dense solver, the
+        products with the matrix for ARPACK, the power iterations for the
+        randomized solver.
     dual_coef_ : ndarray (n_landmarks, n_features)
         scikit-learn's: the coefficients of the pre-image map,
         ``inverse_transform(Z) = k(Z, X_transformed_fit_) @ dual_coef_``
         (``fit_inverse_transform=True``). Until issue 33 this name held the
         projection coefficients, now ``landmark_coef_``.
     X_transformed_fit_ : ndarray (n_landmarks, n_components)
-        The landmarks' scores, inputs of the pre-image map
+        The landmarks' scores, the centres of the pre-image map
         (``fit_inverse_transform=True``); for 'exact', scikit-learn's: the
-        training points' scores.
+        training points' scores ``eigenvectors_ * sqrt(eigenvalues_)``.
     landmarks_ : array or CSR (n_landmarks, n_features)
         Y, the representative points (all the data for 'exact'; absent for
         'random_features').
