@@ -105,8 +105,9 @@ class KernelPCABase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.fit(X, y)
         rows = getattr(self, "_fit_rows", None)
         if self.method_ == "exact" and rows is not None and not self.lost_workers_:
-            scores = np.empty_like(self.eigenvectors_)
-            scores[rows] = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
+            scores = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
+            if not np.array_equal(rows, np.arange(rows.size)):  # the workers' order: X's
+                scores[rows] = scores.copy()
             return like_input(scores, X)
         return self.transform(X)
 
