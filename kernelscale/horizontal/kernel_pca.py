@@ -47,7 +47,7 @@ class KernelPCA(KernelPCABase):
     over ``n_workers`` in-process workers, within ``max_words`` when given): a
     ``UserWarning`` and ``method_`` say what ran. With ``n_components=None``
     (every non-zero component of the exact kernel matrix) there is no plan to
-    fall back to: an :class:`~kernelscale.horizontal.exact_memory.ExactFitMemoryError`.
+    fall back to: an :class:`~kernelscale.horizontal.ExactFitMemoryError`.
 
     The memory available is the operating system's (``MemAvailable``), or the
     environment variable ``KERNELSCALE_MEMORY_LIMIT`` where it is lower
