@@ -18,6 +18,7 @@ _EXPORTS = {
     "FederatedKernelKMeans": "kernelscale.federated",
     "Ledger": "kernelscale.runtime",
     "FlowerCluster": "kernelscale.backends.flower.cluster",
+    "KernelPCA": "kernelscale.horizontal",
     "LocalCluster": "kernelscale.backends.local",
     "StreamingKernelPCA": "kernelscale.streaming",
     "VerticalKernelPCA": "kernelscale.vertical",

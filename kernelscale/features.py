@@ -102,9 +102,9 @@ class FeatureMap:
 
 def _check_gamma(gamma) -> float:
     if isinstance(gamma, bool) or not isinstance(gamma, Real) or not np.isfinite(gamma):
-        raise ValueError(f"gamma must be a positive finite number, got {gamma!r}.")
-    if gamma <= 0:
-        raise ValueError(f"gamma must be a positive finite number, got {gamma!r}.")
+        raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}.")
+    if gamma < 0:  # 0, as scikit-learn allows: a constant kernel (rbf), every feature alike
+        raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}.")
     return float(gamma)
 
 

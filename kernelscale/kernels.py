@@ -82,6 +82,9 @@ class Kernel:
         Order of ``arccos`` (0, 1 or 2).
     function : callable or None
         For ``name='callable'``: ``f(x, y) -> float`` on two rows.
+    params : tuple of (str, value) pairs
+        For ``name='callable'``: keyword arguments of every call
+        (scikit-learn's ``kernel_params``), sorted by name.
     """
 
     name: str
@@ -90,6 +93,7 @@ class Kernel:
     coef0: float = 1.0
     order: int = 1
     function: Callable | None = None
+    params: tuple = ()
 
     @property
     def accepts_sparse(self) -> bool:
@@ -191,7 +195,9 @@ class Kernel:
         if self.name == "additive_chi2":
             return np.zeros(n, dtype=_dtype(X))
         if self.name == "callable":  # f(x, x), with the rows scikit-learn would pass
-            return np.array([self.function(X[i], X[i]) for i in range(n)], dtype=np.float64)
+            params = dict(self.params)
+            return np.array([self.function(X[i], X[i], **params) for i in range(n)],
+                            dtype=np.float64)
         # arccos: theta = 0, J_n(0) = pi for n = 0, 1, 2 ... times (1, 1, 3)
         return sq**self.order * ARCCOS_J0[self.order] / np.pi
 
@@ -227,7 +233,7 @@ class Kernel:
         from sklearn.metrics.pairwise import pairwise_kernels  # on first use: a slow import
 
         if self.name == "callable":
-            return pairwise_kernels(Xc, Y, metric=self.function)
+            return pairwise_kernels(Xc, Y, metric=self.function, **dict(self.params))
         params = {"gamma": self.gamma, "coef0": self.coef0}
         return pairwise_kernels(Xc, Y, metric=self.name, filter_params=True, **params)
 
@@ -238,7 +244,8 @@ class Kernel:
         (a lambda, a local function), by a token this process alone resolves.
         """
         if self.name == "callable":
-            return {"name": "callable", "function": function_reference(self.function)}
+            out = {"name": "callable", "function": function_reference(self.function)}
+            return {**out, "params": dict(self.params)} if self.params else out
         return {"name": self.name, "gamma": self.gamma, "degree": self.degree,
                 "coef0": self.coef0, "order": self.order}
 
@@ -289,6 +296,7 @@ def make_kernel(
     sigma: float | None = None,
     n_features: int | None = None,
     function=None,
+    params: dict | None = None,
 ) -> Kernel:
     """Validate parameters and build a :class:`Kernel`.
 
@@ -299,8 +307,9 @@ def make_kernel(
         'linear', 'arccos', 'sigmoid', 'cosine', 'chi2', 'additive_chi2'), or a
         callable ``f(x, y) -> float`` on two rows (scikit-learn's convention).
     gamma : float, optional
-        Positive scale. ``None`` means ``1 / n_features`` (scikit-learn's default),
-        which needs ``n_features``.
+        Scale, >= 0 (scikit-learn allows 0: a constant kernel for 'rbf').
+        ``None`` means ``1 / n_features`` (scikit-learn's default), which needs
+        ``n_features``.
     degree : int
         Polynomial degree (>= 1).
     coef0 : float
@@ -315,6 +324,10 @@ def make_kernel(
     function : callable or str, optional
         With ``name='callable'``: the function, or its reference from
         :meth:`Kernel.to_dict` (an import path or a token of this process).
+    params : dict, optional
+        With a callable: keyword arguments passed to it on every call
+        (scikit-learn's ``kernel_params``); ignored by the named kernels, as in
+        scikit-learn.
 
     Returns
     -------
@@ -339,7 +352,8 @@ def make_kernel(
             function = resolve_function(function)
         if not callable(function):
             raise ValueError("A callable kernel needs its function f(x, y) -> float.")
-        return Kernel(name="callable", function=function)
+        return Kernel(name="callable", function=function,
+                      params=tuple(sorted((params or {}).items())))
     name = kernel_name(name)
     if sigma is not None:
         if gamma is not None:
@@ -354,8 +368,8 @@ def make_kernel(
             if n_features is None:
                 raise ValueError(f"Kernel {name!r} needs gamma (or n_features for 1/n_features).")
             gamma = 1.0 / n_features
-        if not isinstance(gamma, Real) or not np.isfinite(gamma) or gamma <= 0:
-            raise ValueError(f"gamma must be a positive finite number, got {gamma!r}.")
+        if not isinstance(gamma, Real) or not np.isfinite(gamma) or gamma < 0:
+            raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}.")
         gamma = float(gamma)
     else:
         gamma = None

@@ -148,11 +148,14 @@ def test_distributed_error(client):
 def test_estimator_on_dask(client):
     horizontal = optional("kernelscale.horizontal")
     parts = horizontal_data()
-    params = dict(kernel="rbf", gamma=0.1, random_state=3, **SMALL)
+    # with the pre-image map learnt on every worker's rows (issue 44): its round on Dask too
+    params = dict(kernel="rbf", gamma=0.1, random_state=3, fit_inverse_transform=True, **SMALL)
     local = horizontal.DistributedKernelPCA(**params).fit(parts)
     remote = horizontal.DistributedKernelPCA(**params, backend="dask", client=client).fit(parts)
     X = np.vstack(parts)
     np.testing.assert_allclose(local.transform(X), remote.transform(X), rtol=TOL, atol=TOL)
+    np.testing.assert_allclose(local.inverse_transform(local.transform(X)),
+                               remote.inverse_transform(remote.transform(X)), rtol=TOL, atol=TOL)
     assert local.communication_ == remote.communication_
 
 

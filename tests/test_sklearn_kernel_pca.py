@@ -1,12 +1,11 @@
-"""scikit-learn's own KernelPCA tests, run against DistributedKernelPCA (issue 33).
+"""scikit-learn's own KernelPCA tests, run against ``kernelscale.KernelPCA`` (issue 44).
 
 The installed module ``sklearn/decomposition/tests/test_kernel_pca.py`` (scikit-learn
 ships its tests in the wheel) is loaded afresh at collection time, its name
-``KernelPCA`` is bound to :class:`KernelPCA` below (``DistributedKernelPCA`` with
-``method='exact', n_workers=1`` and scikit-learn's parameter names and defaults),
-and its test functions are collected here as ours, with their own parametrisation.
-Nothing of scikit-learn is copied into this repository: a scikit-learn whose
-test module is missing skips this file.
+``KernelPCA`` is rebound to :class:`kernelscale.KernelPCA` (nothing else: no subclass,
+no changed defaults), and its test functions are collected here as ours, with their
+own parametrisation. Nothing of scikit-learn is copied into this repository: a
+scikit-learn whose test module is missing skips this file.
 
 Exceptions (tests of scikit-learn's private internals), each with its reason:
 :data:`EXCEPTIONS`.
@@ -19,31 +18,11 @@ import pytest
 import sklearn
 from threadpoolctl import threadpool_limits
 
-from kernelscale import DistributedKernelPCA
-
-
-class KernelPCA(DistributedKernelPCA):
-    """``DistributedKernelPCA(method='exact', n_workers=1)`` with scikit-learn's defaults.
-
-    The parameters are those of ``sklearn.decomposition.KernelPCA`` (1.9) apart
-    from ``kernel_params``, which kernelscale does not take, and ``n_jobs``,
-    which is ours with scikit-learn's meaning.
-    """
-
-    def __init__(self, n_components=None, *, kernel="linear", gamma=None, degree=3, coef0=1,
-                 alpha=1.0, fit_inverse_transform=False, eigen_solver="auto", tol=0,
-                 max_iter=None, iterated_power="auto", remove_zero_eig=False,
-                 random_state=None, copy_X=True, n_jobs=None, method="exact", n_workers=1):
-        super().__init__(
-            n_components, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, alpha=alpha,
-            fit_inverse_transform=fit_inverse_transform, eigen_solver=eigen_solver, tol=tol,
-            max_iter=max_iter, iterated_power=iterated_power, remove_zero_eig=remove_zero_eig,
-            random_state=random_state, copy_X=copy_X, n_jobs=n_jobs, method=method,
-            n_workers=n_workers)
-
+from kernelscale import KernelPCA
 
 #: Tests of scikit-learn's module that test its private internals, and why: none. All 39
-#: of scikit-learn 1.9.1 pass (test_kernel_conditioning calls the private
+#: of scikit-learn 1.9.1 pass against kernelscale.KernelPCA as shipped
+#: (test_kernel_conditioning calls the private
 #: ``sklearn.utils.validation._check_psd_eigenvalues`` itself, on our eigenvalues: ours
 #: are already cleaned with the same thresholds, so it passes too).
 EXCEPTIONS: dict[str, str] = {}
@@ -93,8 +72,10 @@ globals().update({name: _collected(name, function)
                   if name.startswith("test_") and callable(function)})
 
 
-def test_the_adapter_is_ours():
-    """The collected tests see our estimator, not scikit-learn's."""
-    assert _SKLEARN_TESTS.KernelPCA is KernelPCA
-    assert issubclass(_SKLEARN_TESTS.KernelPCA, DistributedKernelPCA)
+def test_the_collected_tests_see_our_class_as_shipped():
+    """The collected tests see kernelscale.KernelPCA itself, with its own defaults."""
+    import kernelscale
+
+    assert _SKLEARN_TESTS.KernelPCA is kernelscale.KernelPCA
+    assert KernelPCA.__module__ == "kernelscale.horizontal.kernel_pca"
     assert len([n for n in vars(_SKLEARN_TESTS) if n.startswith("test_")]) >= 20

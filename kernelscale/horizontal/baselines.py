@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernelscale.arrays import describe, is_device_array, to_host
+from kernelscale.eigensolvers import psd_eigenvalues, top_eigenpairs
 from kernelscale.features import feature_map_size, make_feature_map
 from kernelscale.horizontal.diskpca import (
     check_budgets,
@@ -29,15 +30,7 @@ from kernelscale.horizontal.diskpca import (
 from kernelscale.horizontal.dislr import cap_at_rank, dislr
 from kernelscale.horizontal.draws import inclusion_weights, stack_rows, uniform_sample
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
-from kernelscale.linalg import (
-    as_generator,
-    gram,
-    pack_symmetric,
-    psd_eigenvalues,
-    top_eigenpairs,
-    top_eigh,
-    unpack_symmetric,
-)
+from kernelscale.linalg import as_generator, gram, pack_symmetric, unpack_symmetric
 from kernelscale.metrics.lowrank import EXACT_REFERENCE_MAX_SAMPLES
 from kernelscale.model import KernelPCAModel, RandomFeaturePCAModel
 from kernelscale.runtime import (
@@ -77,7 +70,8 @@ def check_batch_size(n_points: int, method: str, instead: str) -> None:
 def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   n_landmarks: int = 400, messages: str = "gram", center: bool = False,
                   chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,
-                  redraw: bool = True, **_) -> KernelPCAModel:
+                  redraw: bool = True, eigensolver: dict | None = None,
+                  **_) -> KernelPCAModel:
     """Uniform + disLR: ``n_landmarks`` distinct uniform points, then Algorithm 3 of 001.
 
     Rounds: the uniform sample (seeds, then the points to the master), disLR
@@ -104,6 +98,9 @@ def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,
         Seeds the sample.
     redraw : bool
         Draw again when copies leave the sample short.
+    eigensolver : dict, optional
+        The master's eigensolver (:func:`kernelscale.eigensolvers.top_eigenpairs`'
+        keyword arguments; default: LAPACK's dense solver).
 
     Returns
     -------
@@ -121,8 +118,9 @@ def uniform_dislr(cluster: Cluster, kernel: Kernel, n_components: int = 10,
     Y, _ = uniform_sample(cluster, info.n_rows, n_landmarks, rng, "uniform sampling",
                           redraw=redraw)
     model = dislr(cluster, Y, Y, kernel, n_components, info.n_samples, messages, center,
-                  int(chunk_size), worker_seeds(rng, cluster.n_workers))
-    model.info = {"method": "uniform_dislr", "messages": messages}
+                  int(chunk_size), worker_seeds(rng, cluster.n_workers),
+                  eigensolver=eigensolver)
+    model.info |= {"method": "uniform_dislr", "messages": messages}
     return model
 
 
@@ -133,7 +131,8 @@ def _numerical_range(w: np.ndarray, V: np.ndarray, rtol: float = 1e-12):
 
 
 def batch_kpca(X, kernel: Kernel, n_components: int, center: bool,
-               weights: np.ndarray | None = None) -> KernelPCAModel:
+               weights: np.ndarray | None = None,
+               eigensolver: dict | None = None) -> KernelPCAModel:
     """Exact kernel PCA of the rows of ``X`` as a landmark model (``C = V Lambda^-1/2``).
 
     ``weights`` (one per row, e.g. :func:`kernelscale.horizontal.draws.inclusion_weights`)
@@ -141,6 +140,9 @@ def batch_kpca(X, kernel: Kernel, n_components: int, center: bool,
     ``D = diag(weights)`` scaled to mean 1, centred by the weighted mean.
     Components beyond the kernel matrix's numerical rank are zero (with a
     ``UserWarning``; see :func:`kernelscale.horizontal.dislr.cap_at_rank`).
+    ``eigensolver``: :func:`kernelscale.eigensolvers.top_eigenpairs`' keyword
+    arguments (default: LAPACK's dense solver); its iterations are
+    ``model.info['n_iter']``.
     """
     K = kernel(X, X)
     n = K.shape[0]
@@ -154,7 +156,9 @@ def batch_kpca(X, kernel: Kernel, n_components: int, center: bool,
     if weights is not None:
         K = root[:, None] * K * root[None, :]
     trace = float(np.trace(K))  # the (centred) energy of X, for the shares of energy
-    w, V = _numerical_range(*top_eigh(K, n_components))
+    w, V, n_iter = top_eigenpairs((K + K.T) / 2.0, n_components, **(eigensolver or {}),
+                                  return_n_iter=True)
+    w, V = _numerical_range(w, V)
     coef, w = cap_at_rank(root[:, None] * V / np.sqrt(w), w, n_components,
                           "The kernel matrix", stacklevel=4)
     if center:
@@ -162,12 +166,13 @@ def batch_kpca(X, kernel: Kernel, n_components: int, center: bool,
         # mu = phi(X) p equals C'^T (k(X, a) - m) with C' = (I - p 1^T) C.
         coef = coef - np.outer(share, coef.sum(axis=0))
     return KernelPCAModel(kernel=kernel, landmarks=X, coef=coef, eigenvalues=w, center=mean,
-                          trace=trace)
+                          trace=trace, info={"n_iter": n_iter})
 
 
 def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                   n_landmarks: int = 400, center: bool = False, random_state=None,
-                  redraw: bool = True, **_) -> KernelPCAModel:
+                  redraw: bool = True, eigensolver: dict | None = None,
+                  **_) -> KernelPCAModel:
     """Uniform + batch KPCA: the master runs exact KPCA on ``n_landmarks`` distinct points.
 
     Rounds: the uniform sample (seeds, then the points to the master), the
@@ -198,6 +203,10 @@ def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
         Seeds the sample.
     redraw : bool
         Draw again when copies leave the sample short.
+    eigensolver : dict, optional
+        The master's eigensolver for the sample's kernel matrix
+        (:func:`kernelscale.eigensolvers.top_eigenpairs`' keyword arguments;
+        default: LAPACK's dense solver).
 
     Returns
     -------
@@ -218,9 +227,9 @@ def uniform_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
     S, _ = uniform_sample(cluster, info.n_rows, n_landmarks, rng, "uniform sampling",
                           redraw=redraw, arrivals=arrivals)
     weights = inclusion_weights(cluster, S, arrivals, info.n_samples, "batch KPCA: copies")
-    model = batch_kpca(S, kernel, n_components, center, weights)
+    model = batch_kpca(S, kernel, n_components, center, weights, eigensolver)
     broadcast_landmark_model(cluster, model, "batch KPCA: landmarks and components")
-    model.info = {"method": "uniform_batch"}
+    model.info |= {"method": "uniform_batch"}
     return model
 
 
@@ -302,13 +311,13 @@ def exact_kpca(cluster: Cluster, kernel: Kernel, n_components: int | None = 10,
     model = kernel_matrix_kpca(kernel(X, X), X, kernel, n_components, center,
                                eigensolver, remove_zero_eig)
     broadcast_landmark_model(cluster, model, "exact KPCA: landmarks and components")
-    model.info = {"method": "exact"}
+    model.info |= {"method": "exact"}
     return model
 
 
 def kernel_matrix_kpca(K: np.ndarray, X, kernel: Kernel, n_components: int | None,
                        center: bool, eigensolver: dict | None = None,
-                       remove_zero_eig: bool = False) -> KernelPCAModel:
+                       remove_zero_eig: bool = False, warn_rank: bool = True) -> KernelPCAModel:
     """Exact kernel PCA of the kernel matrix ``K = k(X, X)``, as scikit-learn's ``KernelPCA``.
 
     Centring (``center=True``) subtracts the column means and the row means and
@@ -321,7 +330,8 @@ def kernel_matrix_kpca(K: np.ndarray, X, kernel: Kernel, n_components: int | Non
     (:func:`kernelscale.linalg.psd_eigenvalues`). Components of eigenvalue 0
     have zero coefficients; they are dropped with ``remove_zero_eig=True`` or
     ``n_components=None`` (every non-zero component), and otherwise kept with
-    a ``UserWarning``. ``K`` is centred in place.
+    a ``UserWarning`` (without it when ``warn_rank`` is False: scikit-learn's
+    ``KernelPCA`` keeps them silently). ``K`` is centred in place.
     """
     n = K.shape[0]
     mean = None
@@ -333,7 +343,7 @@ def kernel_matrix_kpca(K: np.ndarray, X, kernel: Kernel, n_components: int | Non
         K += mean.mean()
     trace = float(np.trace(K))
     k = n if n_components is None else min(int(n_components), n)
-    w, V = top_eigenpairs(K, k, **(eigensolver or {}))
+    w, V, n_iter = top_eigenpairs(K, k, **(eigensolver or {}), return_n_iter=True)
     w = psd_eigenvalues(w)
     order = np.argsort(w, kind="stable")[::-1]
     w, V = w[order], V[:, order]
@@ -341,12 +351,22 @@ def kernel_matrix_kpca(K: np.ndarray, X, kernel: Kernel, n_components: int | Non
     if remove_zero_eig or n_components is None:
         w, V = w[nonzero], V[:, nonzero]
         coef = V / np.sqrt(w)
-    else:
+    elif warn_rank:
         coef, kept = cap_at_rank(V[:, nonzero] / np.sqrt(w[nonzero]), w[nonzero], k,
                                  "The kernel matrix", stacklevel=4)
         w = kept
+    else:  # the same zero columns for eigenvalue 0, without the warning
+        coef = np.zeros_like(V)
+        coef[:, nonzero] = V[:, nonzero] / np.sqrt(w[nonzero])
+    if center:
+        # transform(a) = C^T (k(X, a) - m) leaves out the row mean of k(X, a), which the
+        # centred kernel of a new point subtracts (scikit-learn's KernelCenterer): C^T 1 is
+        # 0 in exact arithmetic, but not for the eigenvectors of tiny eigenvalues, which
+        # LAPACK mixes with the null vector 1 (n_components=None keeps them). C' = C - 1 c^T
+        # with c = C^T 1 / n makes C'^T (k(X, a) - m) the centred kernel's projection.
+        coef = coef - coef.mean(axis=0)[None, :]
     return KernelPCAModel(kernel=kernel, landmarks=X, coef=coef, eigenvalues=w, center=mean,
-                          trace=trace)
+                          trace=trace, info={"n_iter": n_iter})
 
 
 @worker_step(discloses="aggregates")
@@ -386,7 +406,7 @@ def store_components_step(state, components, mean):
 def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                         n_random_features: int = 2000, center: bool = False,
                         chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,
-                        **_) -> RandomFeaturePCAModel:
+                        eigensolver: dict | None = None, **_) -> RandomFeaturePCAModel:
     """Random features + distributed linear PCA (each worker sends ``Z_i^T Z_i``).
 
     When the features' covariance has rank below ``n_components`` (e.g. the
@@ -410,6 +430,10 @@ def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10
         Rows a worker processes at once.
     random_state : int, Generator or None
         Seeds the feature map (one word, broadcast).
+    eigensolver : dict, optional
+        The master's eigensolver for the m x m covariance
+        (:func:`kernelscale.eigensolvers.top_eigenpairs`' keyword arguments;
+        default: LAPACK's dense solver).
 
     Returns
     -------
@@ -439,7 +463,9 @@ def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10
         mean = total["scalars"] / info.n_samples
         cov -= info.n_samples * np.outer(mean, mean)
     trace = float(np.trace(cov))  # the (centred) energy in the random feature space
-    w, V = _numerical_range(*top_eigh(cov, n_components))
+    w, V, n_iter = top_eigenpairs((cov + cov.T) / 2.0, n_components, **(eigensolver or {}),
+                                  return_n_iter=True)
+    w, V = _numerical_range(w, V)
     # Rank below k (e.g. the linear kernel's m = d features): zero components beyond it.
     V, w = cap_at_rank(V, w, n_components, f"The random feature space ({m} features)")
     cluster.broadcast_map(store_components_step, V, mean, round="random features: components",
@@ -447,4 +473,5 @@ def random_features_pca(cluster: Cluster, kernel: Kernel, n_components: int = 10
     return RandomFeaturePCAModel(kernel=kernel, n_features_in=info.n_features,
                                  n_random_features=int(n_random_features), feature_seed=seed,
                                  components=V, eigenvalues=w, mean=mean,
-                                 info={"method": "random_features"}, trace=trace)
+                                 info={"method": "random_features", "n_iter": n_iter},
+                                 trace=trace)

@@ -103,7 +103,8 @@ def pilot_applies(estimator, info, cluster) -> bool:
 
 def _options(est) -> dict:
     return dict(kernel=est.kernel_, center=bool(est.center), messages=est.messages,
-                n_leverage=est.n_leverage, chunk_size=est.chunk_size)
+                n_leverage=est.n_leverage, chunk_size=est.chunk_size,
+                preimage=bool(est.fit_inverse_transform))
 
 
 def default_plan(estimator, info) -> BudgetPlan:

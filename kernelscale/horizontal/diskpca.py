@@ -165,6 +165,7 @@ def diskpca(
     pilot=None,
     ridge_scale: float = 1.0,
     send_model: bool = True,
+    eigensolver: dict | None = None,
 ) -> KernelPCAModel:
     """Distributed kernel PCA (disKPCA, Algorithm 4 of paper 001).
 
@@ -244,6 +245,10 @@ def diskpca(
         End with the paper's broadcast of the coefficients to every worker
         ('disLR: components'); False leaves it to the caller's next round (the
         spectral clustering sends them with its projections).
+    eigensolver : dict, optional
+        The master's eigensolver for disLR's |Y| x |Y| problem: keyword arguments
+        of :func:`kernelscale.eigensolvers.top_eigenpairs` (default: LAPACK's
+        dense solver); its iterations are ``model.info['n_iter']``.
 
     Returns
     -------
@@ -308,8 +313,8 @@ def diskpca(
     # Step 4: disLR in span(phi(Y))
     model = dislr(cluster, Y, new_points, kernel, n_components, info.n_samples, messages,
                   center, int(chunk_size), worker_seeds(rng, cluster.n_workers),
-                  send_model=send_model)
-    model.info = {"method": "diskpca", "messages": messages, "sampler": sampler,
+                  send_model=send_model, eigensolver=eigensolver)
+    model.info |= {"method": "diskpca", "messages": messages, "sampler": sampler,
                   "n_leverage": int(n_first), "n_adaptive": int(Y.shape[0] - n_first),
                   "n_uniform_fill": n_fill, "ridge": ridge}
     return model

@@ -36,14 +36,9 @@ import warnings
 import numpy as np
 
 from kernelscale.arrays import device, is_device_array, namespace, rows, to_device_of, to_host
+from kernelscale.eigensolvers import top_eigenpairs, top_left_singular_vectors
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
-from kernelscale.linalg import (
-    pack_symmetric,
-    top_eigh,
-    top_left_singular,
-    unpack_symmetric,
-    whitening,
-)
+from kernelscale.linalg import pack_symmetric, unpack_symmetric, whitening
 from kernelscale.model import KernelPCAModel
 from kernelscale.runtime import Cluster, Tagged, WorkerState
 from kernelscale.runtime.chunks import map_chunks
@@ -178,7 +173,7 @@ def store_model_step(state: WorkerState, coef, center):
 def dislr(cluster: Cluster, Y, new_points, kernel: Kernel, n_components: int, n_samples: int,
           messages: str, center: bool, chunk_size: int, seeds: list[int], rtol: float = 1e-10,
           round_prefix: str = "disLR", landmark_kind: str = "raw_points",
-          send_model: bool = True) -> KernelPCAModel:
+          send_model: bool = True, eigensolver: dict | None = None) -> KernelPCAModel:
     """Run disLR on landmarks ``Y`` (the workers already hold ``Y[:len(Y)-len(new_points)]``).
 
     Returns the fitted :class:`KernelPCAModel`; ``C = F W`` with ``W`` the top-k
@@ -186,7 +181,10 @@ def dislr(cluster: Cluster, Y, new_points, kernel: Kernel, n_components: int, n_
     ``new_points`` travel as ``landmark_kind``: ``'raw_points'`` (sampled from the
     workers' data) or ``'model'`` (landmarks the user gave). ``send_model=False``
     leaves out the paper's last round, the coefficients to every worker, for a
-    caller that sends them with its own next round.
+    caller that sends them with its own next round. ``eigensolver``: the
+    keyword arguments of :func:`kernelscale.eigensolvers.top_eigenpairs` for the
+    master's |Y| x |Y| problem (default: LAPACK's dense solver); its iterations
+    are ``model.info['n_iter']``.
     """
     n_y = Y.shape[0]
     config = {"kernel": kernel.to_dict(), "chunk_size": chunk_size, "messages": messages,
@@ -205,14 +203,15 @@ def dislr(cluster: Cluster, Y, new_points, kernel: Kernel, n_components: int, n_
     if not gram_mode and cluster.lost_workers:  # as a summed round is rescaled
         replies = [_scaled_sketch(r, cluster.rescale_factor()) for r in answered(replies)]
     with one_blas_thread():  # small dense algebra: a second BLAS thread only waits
-        coef, eigenvalues, mean, trace = _components(replies, Y, kernel, n_components,
-                                                     n_samples, gram_mode, center, rtol)
+        coef, eigenvalues, mean, trace, n_iter = _components(
+            replies, Y, kernel, n_components, n_samples, gram_mode, center, rtol,
+            eigensolver or {})
     if send_model:
         cluster.broadcast_map(store_model_step, coef, mean,
                               round=f"{round_prefix}: components", kind="model",
                               reply_kind="model")
     return KernelPCAModel(kernel=kernel, landmarks=Y, coef=coef, eigenvalues=eigenvalues,
-                          center=mean, trace=trace)
+                          center=mean, trace=trace, info={"n_iter": n_iter})
 
 
 def _scaled_sketch(reply, factor: float) -> dict:
@@ -232,8 +231,8 @@ def _scaled_sketch(reply, factor: float) -> dict:
 
 
 def _components(replies, Y, kernel: Kernel, n_components: int, n_samples: int,
-                gram_mode: bool, center: bool, rtol: float):
-    """The master's side of disLR: ``(C = F W, eigenvalues, mean or None, trace)``."""
+                gram_mode: bool, center: bool, rtol: float, eigensolver: dict):
+    """The master's side of disLR: ``(C = F W, eigenvalues, mean or None, trace, n_iter)``."""
     n_y = Y.shape[0]
     # Master: Q = phi(Y) F is an orthonormal basis of span(phi(Y)).
     F = whitening(kernel(Y, Y, dtype=np.float64), rtol)
@@ -250,13 +249,17 @@ def _components(replies, Y, kernel: Kernel, n_components: int, n_samples: int,
         mean = scalars[0] / n_samples
         # n ||P_Y mu||^2: the mean's projection on span(phi(Y)) (module docstring).
         trace -= n_samples * float(np.sum((F.T @ mean) ** 2))
+    n_iter = 1
     if F.shape[1] == 0:  # phi(Y) = 0 (e.g. linear kernel, all-zero data): no direction
         eigenvalues, W = np.zeros(0), np.zeros((0, 0))
     elif gram_mode:
         G = unpack_symmetric(replies["sketch"], n_y)
         if center:
             G -= n_samples * np.outer(mean, mean)
-        eigenvalues, W = top_eigh(F.T @ G @ F, n_components)
+        projected = F.T @ G @ F
+        projected = (projected + projected.T) / 2.0  # symmetric to round-off: made exact
+        eigenvalues, W, n_iter = top_eigenpairs(projected, n_components, **eigensolver,
+                                                return_n_iter=True)
     else:
         blocks = []
         for r in replies:
@@ -267,7 +270,8 @@ def _components(replies, Y, kernel: Kernel, n_components: int, n_samples: int,
                     column_sums = np.ones(block.shape[1])
                 block = block - np.outer(mean, column_sums)
             blocks.append(F.T @ block)
-        eigenvalues, W = top_left_singular(np.hstack(blocks), n_components)
+        eigenvalues, W, n_iter = top_left_singular_vectors(
+            np.hstack(blocks), n_components, **eigensolver, return_n_iter=True)
     coef, eigenvalues = cap_at_rank(F @ W, eigenvalues, n_components, "span(phi(Y))",
                                     stacklevel=4)
-    return coef, eigenvalues, mean, trace
+    return coef, eigenvalues, mean, trace, n_iter

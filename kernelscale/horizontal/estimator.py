@@ -3,83 +3,37 @@
 from __future__ import annotations
 
 import time
-import warnings
 from numbers import Real
 
-import numpy as np
-import scipy.sparse as sp
-from sklearn.base import (
-    BaseEstimator,
-    ClassNamePrefixFeaturesOutMixin,
-    TransformerMixin,
-    _fit_context,
-)
-from sklearn.exceptions import NotFittedError
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.base import _fit_context
 
-from kernelscale.arrays import accept_device_input, device_transform, is_device_array, to_host
-from kernelscale.backends.local import LocalCluster
-from kernelscale.cluster_factory import CLUSTER_PARAMETER_CONSTRAINTS, estimator_cluster
+from kernelscale.cluster_factory import CLUSTER_PARAMETER_CONSTRAINTS
 from kernelscale.constraints import (
     FINITE_REAL,
     NON_NEGATIVE_INT,
     POSITIVE_INT,
-    POSITIVE_REAL,
     RANDOM_STATE,
     Interval,
     StrOptions,
     kernel_names,
 )
-from kernelscale.horizontal.baselines import (
-    exact_kpca,
-)
-from kernelscale.horizontal.choice import (
-    check_budget_kept,
-    choose_plan,
-    draws_pilot,
-    landmark_count,
-)
+from kernelscale.horizontal.choice import check_budget_kept, choose_plan, draws_pilot
 from kernelscale.horizontal.diskpca import SAMPLERS
-from kernelscale.horizontal.evaluate import distributed_error
-from kernelscale.horizontal.forecast import MIN_FIT_ROWS
-from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
+from kernelscale.horizontal.fitting import describe_fit, fit_cluster, run_protocol
+from kernelscale.horizontal.kpca_base import KernelPCABase
 from kernelscale.horizontal.model_state import diskpca_state, restore_diskpca
 from kernelscale.horizontal.params import METHODS, check_parameters
-from kernelscale.horizontal.piloted import piloted_fit
-from kernelscale.horizontal.preimage import apply_preimage, fit_preimage
-from kernelscale.horizontal.sklearn_api import (
-    SKLEARN_PARAMETER_CONSTRAINTS,
-    eigensolver_options,
-    fit_precomputed,
-    validate_kernel_matrix,
-)
-from kernelscale.kernels import Kernel, kernel_name, make_kernel
-from kernelscale.linalg import as_generator, like_input, preserved_dtypes
-from kernelscale.metrics.lowrank import (
-    EXACT_REFERENCE_MAX_SAMPLES,
-    error_ratio,
-    exact_kpca_reference,
-    excess_energy_ratio,
-    kernel_mean_norm_sq,
-)
+from kernelscale.horizontal.preimage import preimage_round
+from kernelscale.horizontal.sklearn_api import SKLEARN_PARAMETER_CONSTRAINTS
+from kernelscale.linalg import as_generator
 from kernelscale.model_registry import register_estimator
-from kernelscale.partition import PARTITIONS, make_partition, split
+from kernelscale.partition import PARTITIONS
 from kernelscale.progress import get_logger, track_rounds, verbosity
-from kernelscale.runtime.inputs import is_partition_list
-from kernelscale.runtime.ledger import Ledger
-from kernelscale.runtime.validation import check_real
 
 LOGGER = get_logger("horizontal")
 
 
-def _energy_shares(eigenvalues: np.ndarray, trace: float | None) -> np.ndarray:
-    """``eigenvalues / trace`` (zeros when the trace is unknown or not positive)."""
-    if trace is None or not trace > 0:
-        return np.zeros_like(eigenvalues)
-    return eigenvalues / trace
-
-
-class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class DistributedKernelPCA(KernelPCABase):
     """Kernel PCA over data split across workers, with every word of communication counted.
 
     ``fit(X)`` splits ``X`` over ``n_workers`` simulated workers (``partition``);
@@ -88,15 +42,16 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     a dask array (its row chunks). The protocol runs in-process by default, or on
     a Dask cluster (``backend='dask'``).
 
-    With ``method='exact', n_workers=1`` it is a drop-in for scikit-learn's
-    ``KernelPCA``: the same parameters (``eigen_solver``, ``tol``, ``max_iter``,
-    ``iterated_power``, ``remove_zero_eig``, ``n_components=None``,
-    ``kernel='precomputed'``, ``copy_X``), the same fitted attributes with the
-    same meanings (``eigenvalues_``, ``eigenvectors_``, ``dual_coef_``,
-    ``X_transformed_fit_``, ``X_fit_``, ``gamma_``), and scikit-learn's own
-    KernelPCA tests pass (``tests/test_sklearn_kernel_pca.py``). Only the
-    defaults differ (``n_components=10``, ``kernel='rbf'``, a distributed
-    method, 5 workers); see ``docs/sklearn.md`` for the migration note.
+    It takes scikit-learn's ``KernelPCA`` parameters with their meanings
+    (``eigen_solver``, ``tol``, ``max_iter``, ``iterated_power``,
+    ``remove_zero_eig``, ``n_components=None``, ``kernel='precomputed'``,
+    ``kernel_params``, ``copy_X``) and gives its fitted attributes
+    (``eigenvalues_``, ``eigenvectors_``, ``dual_coef_``, ``X_transformed_fit_``,
+    ``X_fit_``, ``gamma_``, ``n_iter_``), but its defaults are a distributed fit's
+    (``n_components=10``, ``kernel='rbf'``, a method chosen for you, 5 workers).
+    The drop-in for scikit-learn's class is :class:`~kernelscale.KernelPCA`;
+    with ``method='exact', n_workers=1`` this class computes the same exact fit
+    through one worker round (``docs/sklearn.md``).
 
     Parameters
     ----------
@@ -135,13 +90,18 @@ class DistributedKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         ``fit_inverse_transform``, ``max_words``, ``landmarks`` and
         ``approximation_error``.
     gamma : float, optional
-        Kernel scale; default ``1 / n_features`` (scikit-learn's; the value used is
+        Kernel scale, >= 0 as in scikit-learn (0 makes the RBF kernel constant);
+        default ``1 / n_features`` (scikit-learn's; the value used is
         ``gamma_``). For the papers'
         bandwidth use ``kernelscale.kernels.median_heuristic``: gamma = 1 / (2 sigma^2).
     degree : int, optional
         Polynomial degree (default 3) or arc-cosine order (default 2).
     coef0 : float, default=1.0
         Polynomial constant term; sigmoid offset.
+    kernel_params : dict, optional
+        Keyword arguments of a callable kernel, passed on every call
+        (scikit-learn's meaning; ignored by the named kernels, as there). They
+        travel with the kernel's import path to the workers.
     n_workers : int, default=5
         Workers to split ``X`` over (ignored when partitions are given).
     partition : {'power_law', 'uniform', 'label'}, default='power_law'
@@ -234,13 +194,16 @@ default=None
     fit_inverse_transform : bool, default=False
         Learn a pre-image map for ``inverse_transform``, as scikit-learn's
         ``KernelPCA``: kernel ridge regression from the scores back to input
-        space, learnt at the master from what it already holds, the landmarks
-        Y and their scores ``transform(Y)`` (no extra communication). It costs
-        the |Y| x |Y| kernel of the scores and one |Y| x |Y| solve at the
-        master (``O(|Y|^2 k + |Y|^3 + |Y|^2 d)`` time, ``|Y|^2 + |Y| d`` floats of
-        memory, kept for ``inverse_transform``). Needs a method with landmarks
-        (not 'random_features'). With method='exact', Y is all the data and the
-        map is scikit-learn's.
+        space. With 'exact' it is scikit-learn's, learnt at the master from
+        every point and its score. With the other landmark methods it is the
+        same regression over every worker's rows, with the landmarks' scores
+        ``transform(Y)`` as its centres
+        (:func:`~kernelscale.horizontal.preimage.preimage_round`): one round
+        more, 'pre-image: sums over rows', in which each worker sends
+        ``|Y|(|Y|+1)/2 + |Y| d`` words of sums (counted in ``max_words``, and in
+        the forecast), then one |Y| x |Y| solve at the master (``|Y|^2 + |Y| d``
+        floats kept for ``inverse_transform``). Needs a method with landmarks
+        (not 'random_features').
     alpha : float, default=1.0
         Ridge of the pre-image map (``fit_inverse_transform=True``).
     chunk_size : int, default=4096
@@ -283,13 +246,13 @@ default=None
         ``row_sketch_dim``, ``n_random_features``, ``embedding_dtype``), then
         adaptive sampling. Ignored by the other methods.
     eigen_solver : {'auto', 'dense', 'arpack', 'randomized'}, default='auto'
-        The master's eigensolver for the n x n kernel matrix of 'exact'
-        (scikit-learn's meaning; :func:`kernelscale.linalg.top_eigenpairs`):
-        LAPACK's dense solver, ARPACK (``scipy.sparse.linalg.eigsh``) or
-        scikit-learn's randomized SVD; 'auto' takes ARPACK for k < 10 on more
-        than 200 points, the dense solver otherwise. The other methods solve
-        a small eigenproblem at the master (|Y| x |Y| for the landmark methods,
-        m x m for 'random_features') with the dense solver and ignore it.
+        The master's eigensolver, for every method (scikit-learn's meaning;
+        :func:`kernelscale.eigensolvers.top_eigenpairs`): of the n x n kernel
+        matrix of 'exact', the |Y| x |Y| matrix of the landmark methods, the
+        m x m covariance of 'random_features'. LAPACK's dense solver, ARPACK
+        (``scipy.sparse.linalg.eigsh``) or scikit-learn's randomized SVD; 'auto'
+        takes ARPACK for k < 10 of a matrix above 200 rows, the dense solver
+        otherwise. Its iterations are ``n_iter_``.
     tol : float, default=0
         ARPACK's convergence tolerance (0: machine precision).
     max_iter : int, optional
@@ -340,15 +303,19 @@ default=None
         partitions stacked.
     gamma_ : float
         scikit-learn's: the kernel scale used, ``gamma`` or ``1 / n_features_in_``.
+    n_iter_ : int
+        The master's eigensolver's iterations: 1 for the dense solver, the
+        products with the matrix for ARPACK, the power iterations for the
+        randomized solver.
     dual_coef_ : ndarray (n_landmarks, n_features)
         scikit-learn's: the coefficients of the pre-image map,
         ``inverse_transform(Z) = k(Z, X_transformed_fit_) @ dual_coef_``
         (``fit_inverse_transform=True``). Until issue 33 this name held the
         projection coefficients, now ``landmark_coef_``.
     X_transformed_fit_ : ndarray (n_landmarks, n_components)
-        The landmarks' scores, inputs of the pre-image map
+        The landmarks' scores, the centres of the pre-image map
         (``fit_inverse_transform=True``); for 'exact', scikit-learn's: the
-        training points' scores.
+        training points' scores ``eigenvectors_ * sqrt(eigenvalues_)``.
     landmarks_ : array or CSR (n_landmarks, n_features)
         Y, the representative points (all the data for 'exact'; absent for
         'random_features').
@@ -424,9 +391,10 @@ default=None
     _parameter_constraints: dict = {
         "n_components": [POSITIVE_INT, None],
         "kernel": [kernel_names(), StrOptions({"precomputed"}), callable],
-        "gamma": [POSITIVE_REAL, None],
+        "gamma": [Interval(Real, 0, None, closed="left"), None],
         "degree": [NON_NEGATIVE_INT, None],
         "coef0": [FINITE_REAL],
+        "kernel_params": [dict, None],
         "n_workers": [POSITIVE_INT],
         "partition": [StrOptions(set(PARTITIONS))],
         "method": [StrOptions(set(METHODS)), None],
@@ -451,11 +419,11 @@ default=None
     }
 
     def __init__(self, n_components=10, *, kernel="rbf", gamma=None, degree=None, coef0=1.0,
-                 n_workers=5, partition="power_law", method=None, max_words=None,
-                 n_landmarks=None, landmarks=None, n_leverage=None, embedding_dim=50,
-                 row_sketch_dim=250, n_random_features=2000, embedding_dtype="float64",
-                 messages="gram",
-                 center=True, fit_inverse_transform=False, alpha=1.0, chunk_size=4096,
+                 kernel_params=None, n_workers=5, partition="power_law", method=None,
+                 max_words=None, n_landmarks=None, landmarks=None, n_leverage=None,
+                 embedding_dim=50, row_sketch_dim=250, n_random_features=2000,
+                 embedding_dtype="float64", messages="gram", center=True,
+                 fit_inverse_transform=False, alpha=1.0, chunk_size=4096,
                  backend="local", client=None, retry_lost=False, timeout=None, n_jobs=None,
                  verbose=0, random_state=None, sampler="ridge", eigen_solver="auto", tol=0,
                  max_iter=None, iterated_power="auto", remove_zero_eig=False, copy_X=True):
@@ -464,6 +432,7 @@ default=None
         self.gamma = gamma
         self.degree = degree
         self.coef0 = coef0
+        self.kernel_params = kernel_params
         self.n_workers = n_workers
         self.partition = partition
         self.method = method
@@ -517,56 +486,35 @@ default=None
         with verbosity(self.verbose):
             return self._fit(X, y)
 
-    def fit_transform(self, X, y=None, **params):
-        """Fit on ``X`` and return its scores.
-
-        For 'exact' on one matrix, the scores come from the eigenvectors
-        (``eigenvectors_ * sqrt(eigenvalues_)``, scikit-learn's), without a second
-        pass over the kernel; otherwise ``fit(X).transform(X)``.
-
-        Parameters
-        ----------
-        X : array or CSR (n_samples, n_features)
-            As for :meth:`fit` (one matrix: the scores are those of its rows).
-        y : array, optional
-            Labels, used only by ``partition='label'``.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_components)
-        """
-        self.fit(X, y)
-        rows = getattr(self, "_fit_rows", None)
-        if self.method_ == "exact" and rows is not None and not self.lost_workers_:
-            scores = np.empty_like(self.eigenvectors_)
-            scores[rows] = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
-            return like_input(scores, X)
-        return self.transform(X)
-
     def _fit(self, X, y):
         start = time.perf_counter()
         rng = as_generator(self.random_state)
         self._fit_rows = None
-        if self.kernel == "precomputed":
+        preimage = None
+        if self.kernel == "precomputed":  # the exact fit of a kernel matrix, at one place
             self._fit_precomputed(X, rng)
-            cluster, info, plan = None, None, None
+            info, plan = None, None
         else:
-            cluster, info, self._fit_rows = self._make_cluster(X, y, rng)
+            # Step 1: the workers and their partitions
+            cluster, info, self._fit_rows = fit_cluster(self, X, y, rng)
             try:
                 self.kernel_ = self._make_kernel(self.n_features_in_)
+                # Step 2: what to run, where the user left it to the library
                 plan = choose_plan(self, X, info, cluster)
                 self.method_ = plan.method if plan else (self.method or "diskpca")
-                desc = f"{type(self).__name__}({self.method_})"
-                with track_rounds(cluster, LOGGER, desc, self.verbose):
-                    if draws_pilot(self, plan):
-                        self.model_, plan = piloted_fit(
-                            cluster, self.kernel_, plan, messages=self.messages,
-                            center=bool(self.center), chunk_size=self.chunk_size,
-                            n_leverage=self.n_leverage, random_state=rng,
-                            redraw=self.max_words is None)
+                # Step 3: the protocol (disKPCA, Algorithm 1 of 001, or a baseline)
+                piloted = draws_pilot(self, plan)  # the pilot may choose another method
+                with track_rounds(cluster, LOGGER, f"{type(self).__name__}({self.method_})",
+                                  self.verbose):
+                    self.model_, plan = run_protocol(self, cluster, rng, info, plan)
+                    if piloted:
                         self.method_ = plan.method
-                    else:
-                        self.model_ = self._run_method(cluster, rng, info, plan)
+                    # Step 4: the pre-image map, learnt on every worker's rows
+                    if self.fit_inverse_transform and self.method_ != "exact":
+                        preimage = preimage_round(
+                            cluster, self.model_, self.alpha, self.chunk_size,
+                            send_model=self.landmarks is not None
+                            and self.method_ == "uniform_batch")
             finally:
                 cluster.close()
             self.communication_ = cluster.ledger
@@ -576,262 +524,16 @@ default=None
             self.budget_plan_ = plan
             if self.max_words is not None:
                 check_budget_kept(self)
-        self._derive_fitted_attributes()
-        choice = ""
-        if plan is not None and plan.reason:  # what was chosen and why
-            setting = (f"after a pilot of {plan.pilot['n_pilot']} points, "
-                       if plan.pilot is not None else "")
-            choice = f"; {setting}{plan.method} with {plan.forecast.setting}: {plan.reason}"
-        n_samples = info.n_samples if info is not None else self.X_fit_.shape[0]
-        n_workers = info.n_workers if info is not None else 1
-        LOGGER.info("%s: %d samples over %d workers, %s fit words, %.2f s%s",
-                    f"{type(self).__name__}({self.method_})", n_samples, n_workers,
-                    f"{self.communication_.total_words('fit'):,}", time.perf_counter() - start,
-                    choice)
+        self._derive_fitted_attributes(preimage)
+        describe_fit(self, info, plan, time.perf_counter() - start)
         return self
-
-    def _fit_precomputed(self, K, rng) -> None:
-        """``kernel='precomputed'``: the exact fit of the kernel matrix, at one place."""
-        K = validate_kernel_matrix(K, copy=self.copy_X)
-        self.n_features_in_ = K.shape[1]
-        self.model_ = fit_precomputed(K, self.n_components, bool(self.center),
-                                      eigensolver_options(self, rng), self.remove_zero_eig)
-        self.kernel_ = self.model_.kernel
-        self.method_ = "exact"
-        self.communication_ = Ledger()  # nothing is sent
-        self.lost_workers_ = []
-        self._fit_rows = np.arange(K.shape[0])
-
-    def _derive_fitted_attributes(self) -> None:
-        """Every fitted attribute that follows from ``model_`` (and the parameters).
-
-        ``eigenvalues_``, ``explained_variance_ratio_``, ``landmarks_``,
-        ``landmark_coef_``, ``gamma_`` and, for 'exact', ``X_fit_`` and
-        ``eigenvectors_``; with ``fit_inverse_transform``, the pre-image map
-        (``X_transformed_fit_``, ``dual_coef_``: computed at the master from the
-        model, no communication). A model file restores an estimator through
-        this method from ``model_``, ``n_features_in_`` and the parameters.
-        """
-        model = self.model_
-        self.kernel_ = model.kernel
-        if not hasattr(self, "method_"):  # a restored model: what ran is in its info
-            self.method_ = model.info.get("method")
-        self.gamma_ = 1.0 / self.n_features_in_ if self.gamma is None else self.gamma
-        self.eigenvalues_ = model.eigenvalues
-        self.explained_variance_ratio_ = _energy_shares(self.eigenvalues_, model.trace)
-        for name in ("landmarks_", "landmark_coef_", "X_fit_", "eigenvectors_",
-                     "X_transformed_fit_", "dual_coef_"):  # from an earlier fit
-            self.__dict__.pop(name, None)
-        if hasattr(model, "landmarks"):
-            self.landmarks_ = model.landmarks
-            self.landmark_coef_ = model.coef
-        if self.method_ == "exact":
-            self.X_fit_ = model.landmarks
-            # C = V Lambda^-1/2 on the non-zero eigenvalues (zero columns elsewhere)
-            self.eigenvectors_ = model.coef * np.sqrt(np.maximum(model.eigenvalues, 0.0))
-        if self.fit_inverse_transform:
-            self._fit_inverse_transform()
-        self._n_features_out = model.n_components
 
     def _check_params(self) -> None:
         """Errors between parameters, raised before any work starts (each parameter
         alone is checked by ``_parameter_constraints``)."""
         check_parameters(self)
 
-    def _run_method(self, cluster, rng, info, plan=None):
-        """The method's master function on the cluster (disLR/batch on Y with ``landmarks``)."""
-        n_components = self.n_components
-        if n_components is None:  # 'exact' only: every non-zero component
-            n_components = info.n_samples
-        common = {"n_components": n_components, "messages": self.messages,
-                  "center": bool(self.center), "chunk_size": self.chunk_size,
-                  "random_state": rng}
-        if self.landmarks is not None:
-            run = landmark_batch if self.method_ == "uniform_batch" else landmark_dislr
-            return run(cluster, self.kernel_, self.landmarks, **common)
-        if self.method_ == "exact":
-            return exact_kpca(cluster, self.kernel_, eigensolver=eigensolver_options(self, rng),
-                              remove_zero_eig=self.remove_zero_eig or self.n_components is None,
-                              **{**common, "n_components": self.n_components})
-        sizes = {"n_landmarks": landmark_count(self),
-                 "n_random_features": self.n_random_features}
-        if plan is not None and self.max_words is not None:
-            # the budget's sizes; no top-up draws beyond the forecast
-            sizes = {"n_landmarks": max(plan.forecast.n_landmarks, 1),
-                     "n_random_features": plan.forecast.n_random_features or
-                     self.n_random_features, "redraw": False}
-        return METHODS[self.method_](
-            cluster, self.kernel_, n_leverage=self.n_leverage,
-            embedding_dim=self.embedding_dim, row_sketch_dim=self.row_sketch_dim,
-            embedding_dtype=self.embedding_dtype, sampler=self.sampler, **sizes, **common)
 
-    def _fit_inverse_transform(self) -> None:
-        """The pre-image map from the landmarks and their scores (no communication)."""
-        Y = self.model_.landmarks
-        self.X_transformed_fit_ = self.model_.transform(Y, chunk_size=self.chunk_size)
-        self.dual_coef_ = fit_preimage(self.kernel_, self.X_transformed_fit_, Y,
-                                       self.alpha, self.chunk_size)
-
-    def transform(self, X):
-        """Project ``X`` on the components.
-
-        Parameters
-        ----------
-        X : array or CSR (n_samples, n_features)
-            New points; for ``kernel='precomputed'``, their kernel values against
-            the training points, shape (n_samples, n_samples_fit).
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_components)
-            The scores, in the input's float dtype (float32 stays float32).
-        """
-        check_is_fitted(self)
-        X = accept_device_input(X)
-        if is_device_array(X):  # under array API dispatch: on X's device, X's namespace
-            return device_transform(self.model_, X, self.n_features_in_, self.chunk_size)
-        check_real(X)
-        X = validate_data(self, X, accept_sparse="csr", reset=False,
-                          dtype=[np.float64, np.float32])
-        return like_input(self.model_.transform(X, chunk_size=self.chunk_size), X)
-
-    def inverse_transform(self, X):
-        """Map scores back to input space with the learnt pre-image map.
-
-        As scikit-learn's ``KernelPCA.inverse_transform``: ``k(X, S) @ B`` with
-        ``S`` the landmarks' scores (``X_transformed_fit_``) and ``B`` the kernel
-        ridge coefficients (``dual_coef_``; ``fit_inverse_transform=True``). As
-        in scikit-learn, the map regresses the (uncentred) landmarks on their
-        scores with the model's kernel and no intercept: with the linear kernel
-        it cannot reconstruct the data's mean (use scikit-learn's ``PCA`` there).
-
-        Parameters
-        ----------
-        X : array of shape (n_samples, n_components)
-            Scores, e.g. from ``transform``.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_features)
-            Points in input space.
-        """
-        check_is_fitted(self)
-        if not hasattr(self, "dual_coef_"):
-            raise NotFittedError(
-                "The fit_inverse_transform parameter was not set to True when fitting, "
-                "so the inverse transform is not available."
-            )
-        check_real(X)
-        Z = check_array(X, dtype=[np.float64, np.float32])
-        k = self.X_transformed_fit_.shape[1]
-        if Z.shape[1] != k:
-            raise ValueError(f"X has {Z.shape[1]} columns; inverse_transform takes the "
-                             f"scores of the {k} components.")
-        return like_input(apply_preimage(self.kernel_, self.X_transformed_fit_,
-                                         self.dual_coef_, Z, self.chunk_size), Z)
-
-    def approximation_error(self, X, reference: bool | None = None) -> dict:
-        """Low-rank approximation error of the fit on ``X``, through the runtime.
-
-        ``X`` is split like the training data (or given as partitions) and the
-        error ``sum_a ||phi(a) - V V^T phi(a)||^2`` is computed by the workers
-        under the phase 'evaluate'. With ``center=True``, ``phi(a)`` is centred
-        on the mean of ``X`` itself (not the training mean):
-        ``sum_a ||(phi(a) - mu_X) - V V^T (phi(a) - mu_X)||^2``, what centred KPCA
-        of ``X`` minimises, so ``ratio >= 1`` on held-out data too; on the
-        training data it is the model's reconstruction error (see
-        :mod:`kernelscale.metrics.lowrank`). ``||mu_X||^2`` is computed here, on
-        the stacked ``X`` (O(n^2) kernel evaluations). With ``reference=True``
-        (default when n <= 20,000) the exact optimum is computed too, with
-        ``opt``, ``ratio`` (err / opt, NaN when opt <= 0) and ``excess_ratio``
-        ((err - opt) / (trace - opt)).
-
-        Parameters
-        ----------
-        X : array or CSR (n_samples, n_features), or a list of them
-            The points to evaluate on (the training data, or held-out points).
-        reference : bool, optional
-            Also compute the exact optimum (default: when n <= 20,000).
-
-        Returns
-        -------
-        dict
-            ``error`` (the squared feature-space residual summed over ``X``),
-            ``trace`` (the total energy, centred when ``center=True``) and, with
-            ``reference``, ``opt``, ``ratio`` and ``excess_ratio``.
-        """
-        check_is_fitted(self)
-        if self.kernel == "precomputed":
-            raise ValueError("approximation_error needs k(a, a) and the kernel between the "
-                             "points of X, which kernel='precomputed' does not have: compute "
-                             "it from the eigenvalues (their sum against the trace of the "
-                             "centred kernel matrix) or fit with the kernel itself.")
-        parts = list(X) if is_partition_list(X) else [X]
-        check_real(parts)
-        parts = [check_array(to_host(p), accept_sparse="csr") for p in parts]  # on the host
-        X_all = sp.vstack(parts, format="csr") if sp.issparse(parts[0]) else np.vstack(parts)
-        n = X_all.shape[0]
-        if reference is None:
-            reference = n <= EXACT_REFERENCE_MAX_SAMPLES
-        center_norm_sq = kernel_mean_norm_sq(X_all, self.kernel_) if self.center else None
-        if len(parts) == 1:
-            k = min(self.n_workers, n)
-            parts = split(X_all, make_partition(n, k, "uniform", random_state=0))
-        result = distributed_error(LocalCluster(parts, n_jobs=self.n_jobs), self.model_,
-                                   center_norm_sq,
-                                   self.chunk_size)
-        if reference:
-            ref = exact_kpca_reference(X_all, self.kernel_, self.model_.n_components,
-                                       self.center)
-            result.update(opt=ref["opt"], ratio=error_ratio(result["error"], ref["opt"]),
-                          excess_ratio=excess_energy_ratio(result["error"], ref["opt"],
-                                                           ref["trace"]))
-        return result
-
-    def _make_kernel(self, n_features):
-        name = kernel_name(self.kernel)
-        if name == "callable":
-            return make_kernel(self.kernel)
-        degree = self.degree
-        if degree is None:
-            degree = 2 if name == "arccos" else 3
-        if name == "arccos":
-            return make_kernel("arccos", order=degree)
-        return make_kernel(name, gamma=self.gamma, degree=degree, coef0=self.coef0,
-                           n_features=n_features)
-
-    def _make_cluster(self, X, y, rng):
-        def split_rows(n_samples):
-            n_workers = self.n_workers
-            if n_workers > n_samples:
-                warnings.warn(f"n_workers={n_workers} exceeds the {n_samples} samples; "
-                              f"using {n_samples} workers.", stacklevel=5)
-                n_workers = n_samples
-            if n_workers == 1 and self.method == "exact":  # X_fit_ in the order of X
-                return [np.arange(n_samples)]
-            return make_partition(n_samples, n_workers, self.partition, labels=y,
-                                  random_state=rng)
-
-        X = accept_device_input(X)  # array API input: kept on its device under dispatch
-        check_real(X)
-        cluster, info, rows = estimator_cluster(self, X, split_rows, min_samples=MIN_FIT_ROWS,
-                                                device_arrays=True)
-        return cluster, info, None if rows is None else np.concatenate(rows)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        # A precomputed kernel matrix is pairwise: cross-validation splits its rows and
-        # columns alike (scikit-learn's KernelPCA's tag).
-        tags.input_tags.pairwise = self.kernel == "precomputed"
-        # CSR input, except for the kernels that need dense rows (Laplacian, chi2).
-        try:
-            name = kernel_name(self.kernel)
-        except ValueError:  # an unknown kernel, or 'precomputed' (a dense matrix)
-            name = "laplacian" if self.kernel == "precomputed" else "rbf"
-        tags.input_tags.sparse = Kernel(name=name).accepts_sparse
-        return preserved_dtypes(tags)
-
-
-# Model files (kernelscale.save_model / load_model) hold this estimator too.
 register_estimator(DistributedKernelPCA, diskpca_state, restore_diskpca,
                    model_type="distributed_kpca")
+

@@ -36,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernelscale.horizontal.diskpca import MESSAGES, SAMPLERS, default_n_leverage, ridge_schedule
+from kernelscale.horizontal.preimage import PREIMAGE_ROUND
 from kernelscale.horizontal.sampling import defensive_share, defensive_split, needs_ridge_floor
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel, make_kernel
 from kernelscale.runtime.ledger import DOWN, UP, count_words
@@ -167,6 +168,7 @@ def forecast_words(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     n_pilot: int | None = None,
     ridge_scale: float = 1.0,
+    preimage: bool = False,
 ) -> Forecast:
     """The words a horizontal method's fit will send, round by round, before it runs.
 
@@ -203,6 +205,12 @@ embedding_dtype, chunk_size
         'diskpca' with the ridge sampler: 0 draws no uniform share
         (:func:`kernelscale.horizontal.sampling.defensive_share`), one count
         per worker and round less.
+    preimage : bool, default=False
+        The fit learns the pre-image map on every worker's rows
+        (``fit_inverse_transform=True``; :func:`kernelscale.horizontal.preimage.preimage_round`):
+        one round more for the landmark methods, the kernel's parameters down
+        and ``|Y|(|Y|+1)/2 + |Y| d`` words up per worker ('exact' learns it at
+        the master from the data it already holds; 'random_features' has none).
 
     Returns
     -------
@@ -248,6 +256,9 @@ embedding_dtype, chunk_size
         _landmark_model(rounds, "exact KPCA: landmarks and components", n, **options)
     else:
         n_landmarks, m = 0, _random_features(rounds, n_features, n_random_features, **options)
+    if preimage and method in ("diskpca", "uniform_dislr", "uniform_batch"):
+        _preimage(rounds, n_landmarks, int(n_features), kernel=kernel,
+                  chunk_size=int(chunk_size))
     return Forecast(method=method, n_landmarks=n_landmarks, n_random_features=m,
                     messages=tuple(rounds.messages), exact=nnz is None and max_row_nnz is None)
 
@@ -389,6 +400,14 @@ def _landmark_model(rounds, name, n_y, *, kernel, center, k, point, **_) -> None
     rounds.add(name, DOWN, "raw_points", n_y * point)
     rounds.add(name, DOWN, "model",
                n_y * k + (n_y if center else 0) + count_words(kernel.to_dict()))
+
+
+def _preimage(rounds, n_y: int, n_features: int, *, kernel, chunk_size) -> None:
+    """:func:`kernelscale.horizontal.preimage.preimage_round`: the kernel down, the two
+    sums up (packed ``sum c c^T`` and the |Y| x d ``sum c a^T``, dense even for CSR rows)."""
+    config = {"kernel": kernel.to_dict(), "chunk_size": chunk_size}
+    rounds.add(PREIMAGE_ROUND, DOWN, "model", count_words(config))
+    rounds.add(PREIMAGE_ROUND, UP, "sketch", n_y * (n_y + 1) // 2 + n_y * n_features)
 
 
 def _random_features(rounds, n_features, n_random_features, *, kernel, center, k,

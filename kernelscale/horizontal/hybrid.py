@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernelscale.eigensolvers import top_eigenpairs
 from kernelscale.horizontal.baselines import batch_kpca
 from kernelscale.horizontal.diskpca import check_budgets, check_kernel_input
 from kernelscale.horizontal.dislr import cap_at_rank
 from kernelscale.horizontal.draws import uniform_sample
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
-from kernelscale.linalg import as_generator, pack_symmetric, top_eigh, unpack_symmetric
+from kernelscale.linalg import as_generator, pack_symmetric, unpack_symmetric
 from kernelscale.model import KernelPCAModel
 from kernelscale.runtime import Cluster, Tagged, validate_cluster
 from kernelscale.runtime.chunks import map_chunks
@@ -82,11 +83,13 @@ def refine_components_step(state, rotation, offset):
 def batch_refine(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                  n_landmarks: int = 400, n_basis: int | None = None, center: bool = False,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None, redraw: bool = True,
-                 landmarks=None, **_) -> KernelPCAModel:
+                 landmarks=None, eigensolver: dict | None = None, **_) -> KernelPCAModel:
     """Uniform + batch KPCA with its top ``n_basis`` components refined by all the data.
 
     ``landmarks``: a uniform sample already at the master (a budget's pilot
-    and the rest of its uniform sample); otherwise one is drawn.
+    and the rest of its uniform sample); otherwise one is drawn. ``eigensolver``:
+    the master's eigensolver for both of its problems
+    (:func:`kernelscale.eigensolvers.top_eigenpairs`' keyword arguments).
     """
     rng = as_generator(random_state)
     if landmarks is None:
@@ -102,7 +105,7 @@ def batch_refine(cluster: Cluster, kernel: Kernel, n_components: int = 10,
     r = default_n_basis(n_components, S.shape[0]) if n_basis is None else min(n_basis,
                                                                                 S.shape[0])
     with one_blas_thread():
-        base = batch_kpca(S, kernel, r, center)
+        base = batch_kpca(S, kernel, r, center, eigensolver=eigensolver)
     message = Tagged(raw_points=S, model=[base.coef, base.center, kernel.to_dict(),
                                           int(chunk_size)])
     reply = cluster.broadcast_map(refine_basis_step, message,
@@ -120,7 +123,8 @@ def batch_refine(cluster: Cluster, kernel: Kernel, n_components: int = 10,
     else:
         trace = float(reply["scalars"])
     with one_blas_thread():
-        eigenvalues, U = top_eigh(G, n_components)
+        eigenvalues, U, n_iter = top_eigenpairs((G + G.T) / 2.0, n_components,
+                                                **(eigensolver or {}), return_n_iter=True)
     coef, eigenvalues = cap_at_rank(base.coef @ U, eigenvalues, n_components,
                                     "The refined basis", stacklevel=3)
     U = np.hstack([U, np.zeros((r, coef.shape[1] - U.shape[1]))])
@@ -134,7 +138,7 @@ def batch_refine(cluster: Cluster, kernel: Kernel, n_components: int = 10,
         model_center = base.center + shift
     model = KernelPCAModel(kernel=kernel, landmarks=S, coef=coef, eigenvalues=eigenvalues,
                            center=model_center, trace=trace)
-    model.info = {"method": "batch_refine", "n_basis": r}
+    model.info = {"method": "batch_refine", "n_basis": r, "n_iter": n_iter}
     return model
 
 
@@ -162,7 +166,7 @@ def forecast_batch_refine(n_rows, n_features: int, n_components: int, n_landmark
 # ----------------------------------------------------------------------------- ridge + batch
 
 def weighted_kpca(Y, kernel: Kernel, n_components: int, center: bool,
-                  weights: np.ndarray) -> KernelPCAModel:
+                  weights: np.ndarray, eigensolver: dict | None = None) -> KernelPCAModel:
     """Kernel PCA of the points Y weighted by ``weights`` (importance weights of a sample).
 
     With ``D = diag(weights / sum(weights))`` and ``K_c`` the kernel matrix
@@ -180,7 +184,9 @@ def weighted_kpca(Y, kernel: Kernel, n_components: int, center: bool,
         K = K - center_row[None, :] - center_row[:, None] + float(d @ center_row)
     root = np.sqrt(d)
     with one_blas_thread():
-        w, V = top_eigh(root[:, None] * K * root[None, :], n_components)
+        weighted = root[:, None] * K * root[None, :]
+        w, V, n_iter = top_eigenpairs((weighted + weighted.T) / 2.0, n_components,
+                                      **(eigensolver or {}), return_n_iter=True)
     keep = w > 1e-12 * w[0] if w.size and w[0] > 0 else np.zeros(w.size, bool)
     w, V = w[keep], V[:, keep]
     coef, w = cap_at_rank(root[:, None] * V / np.sqrt(w), w, n_components,
@@ -189,7 +195,7 @@ def weighted_kpca(Y, kernel: Kernel, n_components: int, center: bool,
         coef = coef - np.outer(d, coef.sum(axis=0))
     trace = float((d * np.diag(K)).sum())  # the weighted sample's energy per point
     return KernelPCAModel(kernel=kernel, landmarks=Y, coef=coef, eigenvalues=w,
-                          center=center_row, trace=trace)
+                          center=center_row, trace=trace, info={"n_iter": n_iter})
 
 
 @worker_step(discloses="nothing")
@@ -207,7 +213,7 @@ def store_ridge_batch_model_step(state, message):
 def ridge_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                 n_landmarks: int = 400, n_leverage: int | None = None, center: bool = False,
                 chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None, redraw: bool = True,
-                **_) -> KernelPCAModel:
+                eigensolver: dict | None = None, **_) -> KernelPCAModel:
     """Ridge-chosen points sent raw to the master, then weighted kernel PCA there.
 
     The ridge sampler of :func:`kernelscale.horizontal.diskpca.ridge_sample`
@@ -246,14 +252,15 @@ def ridge_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
         residual = np.maximum(kernel.diag(new) - np.einsum("ij,ij->j", K_sa, sol), 1e-300)
         q = np.minimum(1.0, new.shape[0] * residual / max(r["total"], 1e-300))
         weights.append(1.0 / q)
-    model = weighted_kpca(Y, kernel, n_components, center, np.concatenate(weights))
+    model = weighted_kpca(Y, kernel, n_components, center, np.concatenate(weights),
+                          eigensolver)
     held = stack_rows([r["kept"] for r in record[-1:]]) if record else None
     n_held = 0 if held is None else held.shape[0]
     cluster.broadcast_map(
         store_ridge_batch_model_step,
         Tagged(raw_points=Y[n_held:], model=[model.coef, model.center, kernel.to_dict()]),
         round="ridge + batch: landmarks and components", reply_kind="model")
-    model.info = {"method": "ridge_batch", "n_pilot": n_pilot}
+    model.info |= {"method": "ridge_batch", "n_pilot": n_pilot}
     return model
 
 

@@ -75,7 +75,7 @@ def _prepare(cluster: Cluster, kernel: Kernel, landmarks, n_components: int):
 def landmark_dislr(cluster: Cluster, kernel: Kernel, landmarks, n_components: int = 10,
                    messages: str = "gram", center: bool = False,
                    chunk_size: int = DEFAULT_CHUNK_SIZE, random_state=None,
-                   **_) -> KernelPCAModel:
+                   eigensolver: dict | None = None, **_) -> KernelPCAModel:
     """disLR on the given landmarks: the best rank-k subspace of span(phi(Y)) for all data.
 
     Parameters
@@ -93,6 +93,9 @@ def landmark_dislr(cluster: Cluster, kernel: Kernel, landmarks, n_components: in
     chunk_size : int
     random_state : int, Generator or None
         Seeds the workers' sketches (``messages='sketch'``).
+    eigensolver : dict, optional
+        The master's eigensolver (:func:`kernelscale.eigensolvers.top_eigenpairs`'
+        keyword arguments; default: LAPACK's dense solver).
 
     Returns
     -------
@@ -107,13 +110,14 @@ def landmark_dislr(cluster: Cluster, kernel: Kernel, landmarks, n_components: in
     check_landmark_count(Y.shape[0], "uniform_dislr")
     model = dislr(cluster, Y, Y, kernel, n_components, info.n_samples, messages, center,
                   int(chunk_size), worker_seeds(rng, cluster.n_workers),
-                  landmark_kind="model")
-    model.info = {"method": "landmarks_dislr", "messages": messages}
+                  landmark_kind="model", eigensolver=eigensolver)
+    model.info |= {"method": "landmarks_dislr", "messages": messages}
     return model
 
 
 def landmark_batch(cluster: Cluster, kernel: Kernel, landmarks, n_components: int = 10,
-                   center: bool = False, **_) -> KernelPCAModel:
+                   center: bool = False, eigensolver: dict | None = None,
+                   **_) -> KernelPCAModel:
     """Exact kernel PCA of the given landmarks at the master (no fit messages).
 
     The workers' partitions are validated (phase ``setup``) so that Y has their
@@ -131,6 +135,9 @@ def landmark_batch(cluster: Cluster, kernel: Kernel, landmarks, n_components: in
         k.
     center : bool, default=False
         Centre Y in feature space.
+    eigensolver : dict, optional
+        The master's eigensolver (:func:`kernelscale.eigensolvers.top_eigenpairs`'
+        keyword arguments; default: LAPACK's dense solver).
 
     Returns
     -------
@@ -146,6 +153,6 @@ def landmark_batch(cluster: Cluster, kernel: Kernel, landmarks, n_components: in
     _, Y = _prepare(cluster, kernel, landmarks, n_components)
     check_batch_size(Y.shape[0], "uniform_batch", "give fewer landmarks, or use "
                      "method='uniform_dislr' (disLR on the same landmarks)")
-    model = batch_kpca(Y, kernel, n_components, center)
-    model.info = {"method": "landmarks_batch"}
+    model = batch_kpca(Y, kernel, n_components, center, eigensolver=eigensolver)
+    model.info |= {"method": "landmarks_batch"}
     return model

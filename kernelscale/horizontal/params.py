@@ -31,7 +31,7 @@ FEATURE_MAP_METHODS = ("diskpca", "random_features")
 DIRECT_KERNEL_METHODS = ("uniform_dislr", "uniform_batch", "exact")
 #: Methods that take ``landmarks=`` (disLR or batch KPCA on them, without sampling).
 LANDMARK_METHODS = ("diskpca", "uniform_dislr", "uniform_batch")
-#: Methods whose model holds landmarks, from which the pre-image map is learnt.
+#: Methods whose model holds landmarks, whose scores are the pre-image map's centres.
 INVERSE_METHODS = ("diskpca", "uniform_dislr", "uniform_batch", "exact")
 
 
@@ -85,8 +85,8 @@ def check_parameters(estimator) -> None:
     if estimator.fit_inverse_transform:
         if method not in INVERSE_METHODS:
             raise ValueError(
-                f"fit_inverse_transform=True learns the pre-image map from the "
-                f"landmarks and their scores; method={method!r} has no landmarks. "
+                f"fit_inverse_transform=True learns the pre-image map with the "
+                f"landmarks' scores as its centres; method={method!r} has no landmarks. "
                 f"Use one of {_quoted(INVERSE_METHODS)}."
             )
         if name in ("chi2", "additive_chi2"):

@@ -32,7 +32,7 @@ __all__ = ["piloted_fit"]
 
 def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool = False,
                 chunk_size: int = 4096, n_leverage: int | None = None, random_state=None,
-                redraw: bool = False):
+                redraw: bool = False, eigensolver: dict | None = None):
     """A budget plan's fit in two steps: the ridge sampler's pilot, then the method it shows.
 
     ``plan`` is a :class:`~kernelscale.horizontal.budget.BudgetPlan` whose
@@ -43,6 +43,7 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
     or batch KPCA. With ``redraw=False`` (a word budget) no sample draws again
     for copies of drawn points, so the ledger stays within the forecast;
     ``redraw=True`` (the default fit) draws again as the methods themselves do.
+    ``eigensolver``: the master's eigensolver, for whichever method runs.
 
     Returns
     -------
@@ -73,7 +74,8 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
     if method == "diskpca":
         model = diskpca(cluster, kernel, k, n_y, n_leverage, messages=messages, center=center,
                         chunk_size=chunk_size, random_state=rng, redraw=redraw,
-                        pilot=(P, received, info), ridge_scale=ridge_scale)
+                        pilot=(P, received, info), ridge_scale=ridge_scale,
+                        eigensolver=eigensolver)
         if ridge_scale == 0:  # no uniform share: the forecast of the rounds that ran
             args, sizing = split_sizing(plan)
             plan = replace(plan, forecast=forecast_words("diskpca", *args, n_y, **sizing,
@@ -89,12 +91,13 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
     Y = stack_rows([P, new])
     if method == "uniform_dislr":
         model = dislr(cluster, Y, Y, kernel, k, info.n_samples, messages, center,
-                      int(chunk_size), worker_seeds(rng, cluster.n_workers))
-        model.info = {"method": "uniform_dislr", "messages": messages, "n_pilot": n_pilot}
+                      int(chunk_size), worker_seeds(rng, cluster.n_workers),
+                      eigensolver=eigensolver)
+        model.info |= {"method": "uniform_dislr", "messages": messages, "n_pilot": n_pilot}
     else:
         weights = inclusion_weights(cluster, Y, arrivals, info.n_samples,
                                     "batch KPCA: copies")
-        model = batch_kpca(Y, kernel, k, center, weights)
+        model = batch_kpca(Y, kernel, k, center, weights, eigensolver)
         broadcast_landmark_model(cluster, model, "batch KPCA: landmarks and components")
-        model.info = {"method": "uniform_batch", "n_pilot": n_pilot}
+        model.info |= {"method": "uniform_batch", "n_pilot": n_pilot}
     return model, replace(plan, method=method, forecast=forecast, reason=reason, pilot=pilot)

@@ -1,13 +1,13 @@
-"""scikit-learn's ``KernelPCA`` API on :class:`DistributedKernelPCA`.
+"""scikit-learn's ``KernelPCA`` API on the kernel PCA estimators.
 
 What a user of ``sklearn.decomposition.KernelPCA`` brings: the eigensolver
 parameters (``eigen_solver``, ``tol``, ``max_iter``, ``iterated_power``),
 ``remove_zero_eig``, ``n_components=None``, ``kernel='precomputed'`` and
 ``copy_X``, and the fitted attributes ``eigenvalues_``, ``eigenvectors_``,
-``gamma_``, ``dual_coef_`` and ``X_fit_`` with scikit-learn's meanings.
-Everything here serves the exact fit ('exact': every point at the master);
-the distributed methods solve a |Y| x |Y| (or m x m) eigenproblem at the
-master with LAPACK's dense solver and refuse what they cannot mean.
+``gamma_``, ``dual_coef_`` and ``X_fit_`` with scikit-learn's meanings. The
+eigensolver parameters apply to the master's eigenproblem of every method
+(:mod:`kernelscale.eigensolvers`); the precomputed kernel is the exact fit's
+only ('exact': every point at the master).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import scipy.sparse as sp
 from sklearn.utils.validation import check_array
 
 from kernelscale.constraints import Interval, StrOptions
+from kernelscale.eigensolvers import EIGEN_SOLVERS
 from kernelscale.horizontal.baselines import check_batch_size, kernel_matrix_kpca
-from kernelscale.linalg import EIGEN_SOLVERS
 from kernelscale.model import KernelPCAModel
 
 #: ``n_landmarks=None`` without ``max_words``: the |Y| the fit chooses (its words
@@ -128,5 +128,5 @@ def fit_precomputed(K: np.ndarray, n_components: int | None, center: bool,
     model = kernel_matrix_kpca(np.array(K, dtype=np.float64, copy=True), K,
                                PrecomputedKernel(), n_components, center, eigensolver,
                                remove_zero_eig)
-    model.info = {"method": "exact", "kernel": "precomputed"}
+    model.info |= {"method": "exact", "kernel": "precomputed"}
     return model
