@@ -4,7 +4,7 @@
 in one set-up (k = 10, power-law workers, centred; uncentred on two sets), and the
 planner's rules were chosen there. This script judges it on data sets left out of
 all tuning (``benchmarks/data``: many rows and few columns, mixed numeric and
-ordinal columns, dozens of skewed continuous measurements) in set-ups that vary
+ordinal columns, dozens of skewed continuous measurements; 5,000 or fewer rows each, for the exact references) in set-ups that vary
 what the grid holds fixed (:data:`SETUPS`): centred and uncentred, uniform and
 power-law partitions, 5 to 50 workers, k from 5 to 50; kernels RBF at 0.1, 0.2 and
 1.0 x the median distance and polynomial q = 4; B = 10^4 to 10^6 words. In each

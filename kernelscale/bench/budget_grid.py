@@ -128,7 +128,8 @@ def rule_fingerprint() -> str:
            if inspect.isfunction(f) and f.__module__ == module.__name__]
     constants = tuple(value for module in (pilot, measure, measured)
                       for name, value in vars(module).items() if name.isupper())
-    return _source_fingerprint((budget._choose, budget.pilot_sizes, piloted.piloted_fit,
+    return _source_fingerprint((budget._choose, budget._batch_floor, budget.pilot_sizes,
+                                piloted.piloted_fit,
                                 choice.measures, measure.SpanGram.dislr, measure.SpanGram.batch,
                                 measured._Gram.add, *own),
                                repr(constants) + sampler_fingerprint())

@@ -59,6 +59,18 @@ RESIDUALS = "ridge sampling {j}: residuals and Gram"
 DISLR = "disLR: k(Y,A_i) k(A_i,Y)"
 
 
+#: Round 2 draws by the ridge residual where round 1's ridge points added at least THETA
+#: times the energy of its uniform ones, else uniformly.
+THETA = 1.0
+
+
+def round_two_share(gain: float) -> float:
+    """Round 2's uniform share from round 1's measured ridge gain
+    (:func:`~kernelscale.horizontal.measure.ridge_against_uniform`): 0 from :data:`THETA`
+    on, else 1."""
+    return 0.0 if gain >= THETA else 1.0
+
+
 def first_share(kernel: Kernel, n_pilot: int, n_components: int, ridge_scale: float,
                 last: bool) -> float:
     """Round 1's uniform share: :data:`FIRST_SHARE` where a later round weighs it against
@@ -236,7 +248,7 @@ def measured_ridge(cluster, kernel: Kernel, n_components: int, n_landmarks: int,
             span = SpanGram(Y, kernel, gram.G, gram.sums if center else None, n)
             base = [i for i in range(Y.shape[0]) if i not in set(ridge_part + uniform_part)]
             gain = ridge_against_uniform(span, base, ridge_part, uniform_part, k)
-            share = 0.0 if gain >= 1.0 else 1.0
+            share = round_two_share(gain)
         shares.append(share)
         n_new = target - (Y.shape[0] if redraw else targets[j - 1])
         by_residual, by_uniform = defensive_split(n_new, share)
