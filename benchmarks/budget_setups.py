@@ -4,11 +4,12 @@
 in one set-up (k = 10, power-law workers, centred; uncentred on two sets), and the
 planner's rules were chosen there. This script judges it on data sets left out of
 all tuning (``benchmarks/data``: many rows and few columns, mixed numeric and
-ordinal columns, dozens of skewed continuous measurements; 5,000 or fewer rows each, for the exact references) in set-ups that vary
-what the grid holds fixed (:data:`SETUPS`): centred and uncentred, uniform and
-power-law partitions, 5 to 50 workers, k from 5 to 50; kernels RBF at 0.1, 0.2 and
-1.0 x the median distance and polynomial q = 4; B = 10^4 to 10^6 words. In each
-cell, as in the grid, the budgeted fit against every method sized to the same B
+ordinal columns, dozens of skewed continuous measurements; 5,000 rows or fewer each,
+for the exact references) in set-ups that vary what the grid holds fixed
+(:data:`SETUPS`): centred and uncentred, uniform and power-law partitions, 5 to 50
+workers, k from 5 to 50; kernels RBF at 0.1, 0.2 and 1.0 x the median distance and
+polynomial q = 4; B = 10^4 to 10^6 words. In each cell, as in the grid, the
+budgeted fit against every method sized to the same B
 (disKPCA with the ridge and the paper's sampler, uniform + disLR, uniform + batch,
 exact where all the data fits), by the mean excess (err - opt) / (trace - opt)
 against the exact rank-k optimum; the bar is 1.15x the best method's (a best
