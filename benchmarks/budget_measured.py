@@ -14,7 +14,9 @@ budgeted fit runs twice with round 2 forced, once by the ridge residual (R) and 
 uniformly (U), and records the measured gain; the pilot and round 1 are the same
 draws in both. Under any threshold the budgeted fit of that seed is the forced fit of
 the choice the threshold makes, exactly. Where the fit measured nothing (the pilot
-rule chose another method, ridge 0, or one ridge round), one fit stands for both.
+rule chose another method, ridge 0, or one ridge round), one fit stands for both;
+where the forecast picks exact KPCA or uniform + batch before any pilot, no fit runs
+(nothing there depends on the threshold).
 Each cell's best method: the methods sized to B in the grid's cache
 (``results/budget/cache``; run ``budget.py --part sized`` first).
 
@@ -49,6 +51,7 @@ from kernelscale.bench.budget_grid import (
     DATASETS,
     METHODS,
     Cache,
+    K,
     method_tag,
     one_fit,
     sampler_fingerprint,
@@ -62,6 +65,7 @@ from kernelscale.bench.settings import (
     references,
 )
 from kernelscale.horizontal import measured
+from kernelscale.horizontal.budget import WordBudgetError, plan_budget
 from kernelscale.partition import make_partition, split
 
 OUT = Path(__file__).parent / "results" / "budget"
@@ -101,6 +105,16 @@ def forced_fit(parts, kernel, ref, budget, seed, centred, share) -> dict | None:
             "over": result["fit_words"] > budget}
 
 
+def plans_ridge(parts, kernel, budget: int, centred: bool) -> bool:
+    """Whether the budget's forecast (before the pilot) picks disKPCA with the ridge sampler."""
+    try:
+        plan = plan_budget(budget, [p.shape[0] for p in parts], parts[0].shape[1], K,
+                           kernel=kernel, center=centred, measured=True)
+    except WordBudgetError:
+        return False
+    return plan.method == "diskpca"
+
+
 def run(args) -> None:
     """Seed after seed over the grid's RBF settings: the forced fits not cached yet."""
     FOLDER.mkdir(parents=True, exist_ok=True)
@@ -121,6 +135,8 @@ def run(args) -> None:
             start, count = time.perf_counter(), 0
             for budget in args.budgets:
                 key = (dataset, which, centred, budget, seed)
+                if not plans_ridge(parts, kernel, budget, centred):
+                    continue  # exact or batch before any pilot: nothing to measure
                 if (*key, "R") not in done:
                     row = forced_fit(parts, kernel, ref, budget, seed, centred, 0.0)
                     _append(path, (*key, "R"), row)

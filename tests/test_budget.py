@@ -270,10 +270,11 @@ def test_cli_plan_and_fit_with_max_words(tmp_path, capsys):
     assert out.count("uniform_batch") == 2 and "|Y| = 400" in out and "3,000 x 6" in out
     assert main(["plan", "--data", str(data), "--workers", "4", "--max-words", "40000"]) == 0
     out = capsys.readouterr().out
-    chosen, pilot = out.strip().splitlines()[-2:]
+    chosen, pilot, measured = out.strip().splitlines()[-3:]
     assert chosen.startswith("fit --max-words 40000 runs diskpca with |Y| = ")
     assert pilot.strip().startswith("its uniform pilot of ") and "uniform_batch with" in pilot
     assert "keeps this plan" not in pilot
+    assert measured.strip().startswith("its ridge rounds measure as they go")
     # a polynomial kernel: a pilot of k points, too few to read, which keeps the plan
     assert main(["plan", "--data", str(data), "--workers", "4", "--max-words", "40000",
                  "--kernel", "poly", "--n-components", "5"]) == 0

@@ -134,8 +134,11 @@ def _print_budget(n_rows, d, args, options) -> None:
             print(f"{method:<16} {'-':>16}   ({why} cost more than {args.max_words:,} words)")
             continue
         print(f"{method:<16} {f.setting:>16} {f.words:>12,} {f.upload_words:>13,}")
+    measured = (args.sampler == "ridge" and args.messages == "gram"
+                and options["kernel"].is_shift_invariant)  # as choice.measures
     try:
-        plan = plan_budget(args.max_words, n_rows, d, args.n_components, **options)
+        plan = plan_budget(args.max_words, n_rows, d, args.n_components, measured=measured,
+                           **options)
     except WordBudgetError as exc:
         print(f"fit --max-words {args.max_words} stops with an error: "
               f"{in_flags(exc, getattr(args, 'flag_names', None))}")
@@ -144,10 +147,12 @@ def _print_budget(n_rows, d, args, options) -> None:
           f"({plan.forecast.words:,} words): {plan.reason}")
     if plan.method == "diskpca" and args.sampler == "ridge":
         from kernelscale.horizontal.diskpca import ridge_schedule
+        from kernelscale.horizontal.measured import measured_pilot_size
         from kernelscale.horizontal.pilot import FLAT, MIN_PILOT, PEAKED, too_small_to_read
 
         kernel = options["kernel"]
-        n_pilot = ridge_schedule(kernel, args.n_components, plan.n_landmarks)[0]
+        n_pilot = (measured_pilot_size(kernel, args.n_components, plan.n_landmarks) if measured
+                   else ridge_schedule(kernel, args.n_components, plan.n_landmarks)[0])
         if too_small_to_read(n_pilot, args.n_components):
             print(f"  its uniform pilot of {n_pilot} points is too few to read the spectrum "
                   f"(fewer than {MIN_PILOT} k = {MIN_PILOT * args.n_components}): the fit "
@@ -160,6 +165,11 @@ def _print_budget(n_rows, d, args, options) -> None:
               f"{options or 'no other method'} instead (the pilot's points count towards "
               f"their sample); where it is concentrated (flatness >= {PEAKED}), the ridge "
               "rounds draw by the plain residual")
+        if measured:
+            print("  its ridge rounds measure as they go: disLR's Gram comes in parts with "
+                  "each round's points, round 1 draws half its points uniformly, and round 2 "
+                  "draws by the ridge residual or uniformly, whichever half added more energy "
+                  "over every row")
 
 
 def _fit_setting(X, args) -> tuple[list[int], dict]:
