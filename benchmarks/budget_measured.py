@@ -44,8 +44,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-
-from kernelscale.bench.budget_grid import (
+from budget_shared.budget_grid import (
     AT_OPTIMUM,
     BUDGETS,
     DATASETS,
@@ -57,6 +56,7 @@ from kernelscale.bench.budget_grid import (
     sampler_fingerprint,
     settings,
 )
+
 from kernelscale.bench.settings import (
     KERNEL_LABELS,
     load_set,

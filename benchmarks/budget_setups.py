@@ -7,13 +7,12 @@ all tuning (``benchmarks/data``: many rows and few columns, mixed numeric and
 ordinal columns, dozens of skewed continuous measurements; 5,000 rows or fewer each,
 for the exact references) in set-ups that vary what the grid holds fixed
 (:data:`SETUPS`): centred and uncentred, uniform and power-law partitions, 5 to 50
-workers, k from 5 to 50; kernels RBF at 0.1, 0.2 and 1.0 x the median distance and
-polynomial q = 4; B = 10^4 to 10^6 words. In each cell, as in the grid, the
-budgeted fit against every method sized to the same B
-(disKPCA with the ridge and the paper's sampler, uniform + disLR, uniform + batch,
-exact where all the data fits), by the mean excess (err - opt) / (trace - opt)
-against the exact rank-k optimum; the bar is 1.15x the best method's (a best
-below 1e-6 counts as met), and no ledger may exceed B.
+workers, k from 5 to 50; kernels RBF at 0.1, 0.2 and 1.0 x the median distance; B =
+10^4 to 10^6 words. In each cell, as in the grid, the budgeted fit against every
+method the planner weighs, sized to the same B (disKPCA with the ridge sampler,
+uniform + disLR, uniform + batch, exact where all the data fits), by the mean excess
+(err - opt) / (trace - opt) against the exact rank-k optimum; the bar is 1.15x the
+best method's (a best below 1e-6 counts as met), and no ledger may exceed B.
 
 Every fit is cached, one JSON line per (set, kernel, set-up, B, seed, method) in
 ``results/budget/setups/cache/`` (a budgeted fit's key holds the rule's
@@ -38,8 +37,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import NamedTuple
 
-from kernelscale.bench import write_rows
-from kernelscale.bench.budget_grid import (
+from budget_shared.budget_grid import (
     AT_OPTIMUM,
     BUDGETS,
     METHODS,
@@ -50,6 +48,8 @@ from kernelscale.bench.budget_grid import (
     rule_fingerprint,
     sampler_fingerprint,
 )
+
+from kernelscale.bench import write_rows
 from kernelscale.bench.scripts import verdict
 from kernelscale.bench.settings import (
     KERNEL_LABELS,
@@ -63,7 +63,14 @@ OUT = Path(__file__).parent / "results" / "budget" / "setups"
 DATA = Path(__file__).parent / "data"
 #: The held-out sets (``benchmarks/data/README.md``), none of them seen by any tuning.
 DATASETS = ("cpssw8", "diamonds", "cells")
-KERNELS = ("rbf0.1", "rbf0.2", "rbf1.0", "poly")
+#: The RBF kernels, narrow and wide. The polynomial kernel is left out: there the
+#: pilot rule keeps the ridge sampler by its diagonal, whatever the data, and the
+#: budgeted fit is the sized ridge fit draw for draw (``benchmarks/budget.py``).
+KERNELS = ("rbf0.1", "rbf0.2", "rbf1.0")
+#: The methods sized to B: the planner's candidates (the paper's sampler, slow with
+#: 50 workers' embeddings, is the grid's only extra and never its best here).
+SIZED = {m: METHODS[m] for m in ("diskpca (ridge)", "uniform + disLR", "uniform + batch",
+                                 "exact")}
 #: The bar held out: the budgeted fit's mean excess within this factor of the best's.
 HELD_OUT = 1.15
 FIELDS = ("dataset", "kernel", "setup", "budget")
@@ -86,13 +93,12 @@ class Setup(NamedTuple):
 
 
 #: The set-ups, each away from the grid's (centred, power-law, 10 workers, k = 10) in
-#: several ways at once; the first is the grid's own.
+#: several ways at once: centred and uncentred, uniform and power-law partitions, 5, 20
+#: and 50 workers, k = 5, 20, 50.
 SETUPS = {
-    "c-pl10-k10": Setup(True, "power_law", 10, 10),
     "u-uni5-k5": Setup(False, "uniform", 5, 5),
-    "c-uni50-k20": Setup(True, "uniform", 50, 20),
+    "c-pl50-k20": Setup(True, "power_law", 50, 20),
     "u-pl20-k50": Setup(False, "power_law", 20, 50),
-    "u-pl50-k10": Setup(False, "power_law", 50, 10),
 }
 
 
@@ -141,7 +147,7 @@ def run(jobs, part: str, cache: Cache) -> None:
         for budget in budgets:
             if part in ("all", "sized"):
                 todo += [(budget, m, method_tag(m, rule, sampler), options)
-                         for m, options in METHODS.items()]
+                         for m, options in SIZED.items()]
             if part in ("all", "budget"):
                 todo.append((budget, "budget", rule, {}))
         start, count = time.perf_counter(), 0
@@ -277,7 +283,7 @@ def write_summary(table: list[dict], rows: list[dict], out: Path) -> None:
                                                    list(SETUPS).index(kv[0][2]))):
         lines.append(f"| {d} | {KERNEL_LABELS[k]} | {s} | "
                      + " | ".join(cells.get(b, "-") for b in BUDGETS) + " |")
-    order = ["budget", *METHODS]
+    order = ["budget", *SIZED]
     lines += ["", "## Every cell", "", "Mean excess (mean fit words in thousands) per method; "
               "`budget` is the budgeted fit, with what it chose and its mean |Y|.", "",
               "| data | kernel | set-up | B | seeds | chosen (mean |Y|) | " + " | ".join(order)
