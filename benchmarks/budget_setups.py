@@ -4,7 +4,7 @@
 in one set-up (k = 10, power-law workers, centred; uncentred on two sets), and the
 planner's rules were chosen there. This script judges it on data sets left out of
 all tuning (``benchmarks/data``: many rows and few columns, mixed numeric and
-ordinal columns, dozens of skewed continuous measurements; 5,000 rows or fewer each,
+ordinal columns, dozens of skewed continuous measurements; 2,500 rows or fewer each,
 for the exact references) in set-ups that vary what the grid holds fixed
 (:data:`SETUPS`): centred and uncentred, uniform and power-law partitions, 5 to 50
 workers, k from 5 to 50; kernels RBF at 0.1, 0.2 and 1.0 x the median distance; B =
