@@ -1,30 +1,33 @@
-"""The measured ridge rounds' threshold, chosen on the budget grid's sets (and held out by set).
+"""The measured ridge rounds' thresholds, chosen on the budget grid's sets (and held out by set).
 
 A budgeted fit whose pilot rule keeps the ridge sampler runs its rounds measuring
-(:mod:`kernelscale.horizontal.measured`): round 1 draws half its new landmarks by
-the ridge residual and half uniformly, and with round 2's reply the master knows,
-over every row, the energy each half added to disLR over the pilot. Round 2 then
-draws all its points by the ridge residual where the ridge half's gain is at least
-``THETA`` times the uniform half's (:func:`~kernelscale.horizontal.measured.round_two_share`),
-else all uniformly. This script chooses ``THETA``.
+(:mod:`kernelscale.horizontal.measured`): where round 1 draws half its new landmarks
+by the ridge residual and half uniformly (the sampler's defensive share), the master
+knows with round 2's reply the energy each half added to disLR over the pilot, over
+every row. Round 2 then draws all its points uniformly where the ridge half's gain is
+below ``UNIFORM_BELOW`` times the uniform half's, all by the ridge residual from
+``RIDGE_FROM`` times on, and otherwise as the sampler would
+(:func:`~kernelscale.horizontal.measured.round_two_share`). This script chooses the
+two thresholds.
 
 How, without a fit per candidate: for each cell of the budget grid (its RBF kernels;
 ``benchmarks/budget.py``'s sets, centring, budgets and partitions) and seed, the
-budgeted fit runs twice with round 2 forced, once by the ridge residual (R) and once
-uniformly (U), and records the measured gain; the pilot and round 1 are the same
-draws in both. Under any threshold the budgeted fit of that seed is the forced fit of
-the choice the threshold makes, exactly. Where the fit measured nothing (the pilot
-rule chose another method, ridge 0, or one ridge round), one fit stands for both;
-where the forecast picks exact KPCA or uniform + batch before any pilot, no fit runs
-(nothing there depends on the threshold).
-Each cell's best method: the methods sized to B in the grid's cache
+budgeted fit runs with round 2 forced three ways, by the ridge residual (R),
+uniformly (U) and with the sampler's own share (O), and records the measured gain;
+the pilot and round 1 are the same draws in all three. Under any thresholds the
+budgeted fit of that seed is the forced fit of the choice they make, exactly. Where
+the fit measured nothing (the pilot rule chose another method, no uniform share in
+round 1, or one ridge round), one fit stands for all; where the forecast picks exact
+KPCA or uniform + batch before any pilot, no fit runs (nothing there depends on the
+thresholds). Each cell's best method: the methods sized to B in the grid's cache
 (``results/budget/cache``; run ``budget.py --part sized`` first).
 
 The choice, as ``budget_heldout.py`` chooses the pilot rule's constants: the
-threshold that meets the most cells within 1.1x of the best method; among those, the
+thresholds that meet the most cells within 1.1x of the best method; among those, the
 least budgeted excess (the sum over cells of its log, below 1e-6 counted as 1e-6);
-then the nearest to 1. Reported: in-sample (chosen on all sets), and each set judged
-with the threshold chosen on the others (1.15x).
+then the nearest to the sampler without a measurement (0 and never). Reported:
+in-sample (chosen on all sets), and each set judged with the thresholds chosen on
+the others (1.15x).
 
     nice -n 19 python benchmarks/budget_measured.py --seeds 10
     python benchmarks/budget_measured.py --summary-only
@@ -72,19 +75,22 @@ OUT = Path(__file__).parent / "results" / "budget"
 REFS = Path(__file__).parent / "results" / "sampler" / "refs"
 FOLDER = OUT / "measured"
 KERNELS = ("rbf0.2", "rbf1.0")
-#: The thresholds weighed (the library's among them).
-CANDIDATES = (0.0, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, math.inf)
+#: The thresholds weighed (the library's among them): (UNIFORM_BELOW, RIDGE_FROM).
+CANDIDATES = tuple((low, high) for low in (0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+                   for high in (1.0, 1.1, 1.25, 1.5, 2.0, math.inf) if low <= high)
+#: The forced choices of round 2: by the ridge residual, uniformly, the sampler's share.
+CHOICES = {"R": lambda share: 0.0, "U": lambda share: 1.0, "O": lambda share: share}
 IN_SAMPLE, HELD_OUT = 1.1, 1.15
 
 
 @contextmanager
-def forced(share: float, seen: dict):
-    """Round 2's share forced to ``share``; the measured gain is recorded in ``seen``."""
+def forced(choice: str, seen: dict):
+    """Round 2's share forced to ``choice`` (:data:`CHOICES`); the gain recorded in ``seen``."""
     real = measured.round_two_share
 
-    def decide(gain):
+    def decide(gain, share):
         seen["gain"] = float(gain)
-        return share
+        return CHOICES[choice](share)
 
     measured.round_two_share = decide
     try:
@@ -93,10 +99,10 @@ def forced(share: float, seen: dict):
         measured.round_two_share = real
 
 
-def forced_fit(parts, kernel, ref, budget, seed, centred, share) -> dict | None:
+def forced_fit(parts, kernel, ref, budget, seed, centred, choice) -> dict | None:
     """The budgeted fit with round 2 forced; None below k components."""
     seen: dict = {}
-    with forced(share, seen):
+    with forced(choice, seen):
         result = one_fit(parts, kernel, ref, budget, seed, centred, {})
     if result is None:
         return None
@@ -137,16 +143,17 @@ def run(args) -> None:
                 key = (dataset, which, centred, budget, seed)
                 if not plans_ridge(parts, kernel, budget, centred):
                     continue  # exact or batch before any pilot: nothing to measure
-                if (*key, "R") not in done:
-                    row = forced_fit(parts, kernel, ref, budget, seed, centred, 0.0)
-                    _append(path, (*key, "R"), row)
-                    done.add((*key, "R"))
+                if (*key, "O") not in done:
+                    row = forced_fit(parts, kernel, ref, budget, seed, centred, "O")
+                    _append(path, (*key, "O"), row)
+                    done.add((*key, "O"))
                     count += 1
                     if row is not None and row["gain"] is not None:
-                        _append(path, (*key, "U"), forced_fit(parts, kernel, ref, budget, seed,
-                                                              centred, 1.0))
-                        done.add((*key, "U"))
-                        count += 1
+                        for choice in ("R", "U"):
+                            _append(path, (*key, choice), forced_fit(
+                                parts, kernel, ref, budget, seed, centred, choice))
+                            done.add((*key, choice))
+                            count += 1
             if count:
                 print(f"seed {seed} {dataset} {which} {'c' if centred else 'u'}: {count} fits, "
                       f"{time.perf_counter() - start:.0f} s", flush=True)
@@ -158,7 +165,7 @@ def _append(path: Path, key: tuple, row: dict | None) -> None:
 
 
 def load_fits(path: Path) -> dict:
-    """The forced fits by (data, kernel, centred, B, seed, 'R' or 'U')."""
+    """The forced fits by (data, kernel, centred, B, seed, 'R', 'U' or 'O')."""
     fits = {}
     for line in path.read_text().splitlines():
         if line.strip():
@@ -178,12 +185,15 @@ def sized_fits(cache_folder: Path, datasets) -> dict:
     return out
 
 
-def budgeted(fits: dict, key: tuple, theta: float) -> dict | None:
-    """The budgeted fit of one seed under ``theta``: the forced fit of its choice."""
-    ridge = fits.get((*key, "R"))
-    if ridge is None or ridge["gain"] is None:
-        return ridge
-    return ridge if ridge["gain"] >= theta else fits.get((*key, "U"))
+def budgeted(fits: dict, key: tuple, theta: tuple) -> dict | None:
+    """The budgeted fit of one seed under ``theta`` (UNIFORM_BELOW, RIDGE_FROM): the forced
+    fit of its choice."""
+    own = fits.get((*key, "O"))
+    if own is None or own["gain"] is None:
+        return own
+    low, high = theta
+    choice = "U" if own["gain"] < low else "R" if own["gain"] >= high else "O"
+    return fits.get((*key, choice))
 
 
 def cells(fits: dict, sized: dict) -> dict:
@@ -191,10 +201,11 @@ def cells(fits: dict, sized: dict) -> dict:
     method ran (exact only where it fits)."""
     out = defaultdict(list)
     for (d, w, c, b, s, choice) in fits:
-        if choice != "R" or fits[(d, w, c, b, s, "R")] is None:
+        if choice != "O" or fits[(d, w, c, b, s, "O")] is None:
             continue
-        row = fits[(d, w, c, b, s, "R")]
-        if row["gain"] is not None and fits.get((d, w, c, b, s, "U")) is None:
+        row = fits[(d, w, c, b, s, "O")]
+        if row["gain"] is not None and any(fits.get((d, w, c, b, s, x)) is None
+                                           for x in ("R", "U")):
             continue
         methods = sized.get((d, w, c, b, s), {})
         if all(m in methods for m in METHODS if m not in ("exact", "diskpca (paper)")):
@@ -202,7 +213,7 @@ def cells(fits: dict, sized: dict) -> dict:
     return {cell: sorted(seeds) for cell, seeds in out.items()}
 
 
-def results(fits: dict, sized: dict, table: dict, theta: float) -> dict:
+def results(fits: dict, sized: dict, table: dict, theta: tuple) -> dict:
     """Per cell: the budgeted fit's mean excess under ``theta``, the best sized method's."""
     out = {}
     for cell, seeds in table.items():
@@ -213,7 +224,10 @@ def results(fits: dict, sized: dict, table: dict, theta: float) -> dict:
         out[cell] = {"budget": float(np.mean([r["excess"] for r in mine])), "best": means[best],
                      "method": best, "seeds": len(seeds), "over": sum(r["over"] for r in mine),
                      "measured": sum(r["gain"] is not None for r in mine),
-                     "uniform": sum(r["gain"] is not None and r["gain"] < theta for r in mine)}
+                     "uniform": sum(r["gain"] is not None and r["gain"] < theta[0]
+                                    for r in mine),
+                     "ridge": sum(r["gain"] is not None and r["gain"] >= theta[1]
+                                  for r in mine)}
     return out
 
 
@@ -227,21 +241,27 @@ def score(res: dict, tolerance: float) -> tuple:
             -sum(math.log(max(c["budget"], AT_OPTIMUM)) for c in res.values()))
 
 
-def choose(fits, sized, table) -> float:
-    """The threshold with the best :func:`score` in-sample, then the nearest to 1."""
+def choose(fits, sized, table) -> tuple:
+    """The thresholds with the best :func:`score` in-sample, then the nearest to the
+    sampler without a measurement (0, never)."""
     return max(CANDIDATES, key=lambda t: (*score(results(fits, sized, table, t), IN_SAMPLE),
-                                          -abs(min(t, 10.0) - 1.0)))
+                                          -t[0] - (0.0 if t[1] == math.inf else 1.0 / t[1])))
+
+
+def _fmt(theta: tuple) -> str:
+    return f"UNIFORM_BELOW {theta[0]:g}, RIDGE_FROM {theta[1]:g}"
 
 
 def _cell_lines(res: dict, tolerance: float) -> list[str]:
-    lines = ["| data | kernel | c/u | B | seeds | measured (uniform) | budgeted | best | "
+    lines = ["| data | kernel | c/u | B | seeds | measured (uniform, ridge) | budgeted | best | "
              "best method | ratio |", "|---|---|---|---|---|---|---|---|---|---|"]
     for (d, w, c, b), r in sorted(res.items(), key=lambda kv: (kv[0][0], kv[0][1],
                                                                not kv[0][2], kv[0][3])):
         ratio = r["budget"] / r["best"] if r["best"] >= AT_OPTIMUM else float("nan")
         mark = "" if met(r, tolerance) else " **miss**"
         lines.append(f"| {d} | {KERNEL_LABELS[w]} | {'c' if c else 'u'} | {b:,} | {r['seeds']} | "
-                     f"{r['measured']} ({r['uniform']}) | {r['budget']:.3g} | {r['best']:.3g} | "
+                     f"{r['measured']} ({r['uniform']}, {r['ridge']}) | {r['budget']:.3g} | "
+                     f"{r['best']:.3g} | "
                      f"{r['method']} | {'opt' if ratio != ratio else f'{ratio:.2f}'}{mark} |")
     return lines
 
@@ -250,7 +270,7 @@ def summary(fits: dict, sized: dict) -> str:
     table = cells(fits, sized)
     theta = choose(fits, sized, table)
     sets = sorted({c[0] for c in table}, key=DATASETS.index)
-    lines = ["# The measured ridge rounds' threshold", "",
+    lines = ["# The measured ridge rounds' thresholds", "",
              "Produced by `nice -n 19 python benchmarks/budget_measured.py` (the method: the "
              "script's docstring) on the shared 2-core machine. Seeds per cell: "
              + ", ".join(f"{n} in {sum(len(s) == n for s in table.values())} cells"
@@ -258,29 +278,32 @@ def summary(fits: dict, sized: dict) -> str:
              + f"; the budget grid's sets ({', '.join(sets)}), RBF at 0.2 and 1.0 x the "
              "median distance, centred (uncentred also on digits and satellite), k = 10.", "",
              "## Each threshold, in-sample", "",
-             f"| THETA | cells within {IN_SAMPLE}x | within {HELD_OUT}x | seeds drawn uniformly "
-             "in round 2 / measured | summed log excess |", "|---|---|---|---|---|"]
+             f"| UNIFORM_BELOW | RIDGE_FROM | cells within {IN_SAMPLE}x | within {HELD_OUT}x | "
+             "round 2 uniform, by the ridge / measured | summed log excess |",
+             "|---|---|---|---|---|---|"]
     for t in CANDIDATES:
         res = results(fits, sized, table, t)
-        lines.append(f"| {t:g} | {sum(met(c, IN_SAMPLE) for c in res.values())} of {len(res)} | "
-                     f"{sum(met(c, HELD_OUT) for c in res.values())} | "
-                     f"{sum(c['uniform'] for c in res.values())} / "
+        lines.append(f"| {t[0]:g} | {t[1]:g} | {sum(met(c, IN_SAMPLE) for c in res.values())} of "
+                     f"{len(res)} | {sum(met(c, HELD_OUT) for c in res.values())} | "
+                     f"{sum(c['uniform'] for c in res.values())}, "
+                     f"{sum(c['ridge'] for c in res.values())} / "
                      f"{sum(c['measured'] for c in res.values())} | "
                      f"{-score(res, IN_SAMPLE)[1]:.1f} |")
-    lines += ["", f"Chosen on every set: THETA = {theta:g} (the library's: "
-              f"{measured.THETA:g}).", "", "## Held out, set by set", ""]
+    lines += ["", f"Chosen on every set: {_fmt(theta)} (the library's: "
+              f"{_fmt((measured.UNIFORM_BELOW, measured.RIDGE_FROM))}).", "",
+              "## Held out, set by set", ""]
     held = {}
     for left in sets:
         t = choose(fits, sized, {c: s for c, s in table.items() if c[0] != left})
         res = {c: r for c, r in results(fits, sized, table, t).items() if c[0] == left}
         held.update(res)
-        lines.append(f"- {left}: THETA = {t:g} chosen without it; "
+        lines.append(f"- {left}: {_fmt(t)} chosen without it; "
                      f"{sum(met(c, HELD_OUT) for c in res.values())} of {len(res)} cells within "
                      f"{HELD_OUT}x.")
     lines += ["", f"Held out: {sum(met(c, HELD_OUT) for c in held.values())} of {len(held)} "
               f"cells within {HELD_OUT}x; ledgers over B: "
               f"{sum(c['over'] for c in held.values())}.", "",
-              f"## Every cell at THETA = {theta:g}", ""]
+              f"## Every cell at {_fmt(theta)}", ""]
     lines += _cell_lines(results(fits, sized, table, theta), IN_SAMPLE)
     return "\n".join(lines) + "\n"
 

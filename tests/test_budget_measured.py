@@ -69,31 +69,42 @@ def _blob_and_isolated_points(seed, n=2000, d=8):
     the pilots read 0.33 <= phi < 0.6, where the ridge rounds run and measure)."""
     rng = np.random.default_rng(seed)
     X = np.vstack([rng.normal(size=(n, d)), 6.0 * rng.normal(size=(n // 20, d))])
-    return X, 1 / (2 * median_heuristic(X, 0.85, random_state=0) ** 2)
+    return X, 1 / (2 * median_heuristic(X, 0.6, random_state=0) ** 2)
 
 
 @pytest.mark.parametrize("center", [True, False])
 @pytest.mark.parametrize("budget", [50_000, 120_000])
-def test_measured_rounds_forecast_the_ledger_to_the_word_round_by_round(center, budget):
+@pytest.mark.parametrize("thresholds,round_two", [
+    ((0.0, 0.0), "ridge sampling 2"),  # every measured round 2 by the ridge residual
+    ((np.inf, np.inf), "ridge sampling 2: uniform share"),  # every one uniformly
+], ids=["ridge", "uniform"])
+def test_measured_rounds_forecast_the_ledger_to_the_word_round_by_round(
+        center, budget, thresholds, round_two, monkeypatch):
+    monkeypatch.setattr("kernelscale.horizontal.measured.UNIFORM_BELOW", thresholds[0])
+    monkeypatch.setattr("kernelscale.horizontal.measured.RIDGE_FROM", thresholds[1])
     measured = 0
     for seed in range(2):
         X, gamma = _blob_and_isolated_points(seed)
         parts = split(X, make_partition(X.shape[0], 5, "power_law", random_state=seed))
-        est = DistributedKernelPCA(5, gamma=gamma, max_words=budget, center=center,
+        est = DistributedKernelPCA(10, gamma=gamma, max_words=budget, center=center,
                                    random_state=seed).fit(parts)
         plan, ledger = est.budget_plan_, est.communication_
         assert est.method_ == "diskpca" and "shares" in plan.pilot
-        measured += plan.pilot["ridge_gain"] is not None
+        if plan.pilot["ridge_gain"] is not None:
+            measured += 1
+            rounds = ledger.words_by_round("fit")  # round 2 drew one way only
+            assert round_two in rounds and len([r for r in rounds if r.startswith(
+                "ridge sampling 2") and "residuals" not in r]) == 1
         assert plan.forecast.words_by_round() == ledger.words_by_round("fit")
         assert plan.forecast.words_by_kind() == ledger.words_by_kind("fit")
         assert ledger.total_words("fit") == plan.forecast.words <= budget
         # the plan before the fit (round 2's share unknown) bounds what ran
         n_rows = [p.shape[0] for p in parts]
-        before = forecast_words("diskpca", n_rows, X.shape[1], 5, plan.n_landmarks,
+        before = forecast_words("diskpca", n_rows, X.shape[1], 10, plan.n_landmarks,
                                 kernel=est.kernel_, center=center, measured=True)
         assert plan.forecast.words <= before.words <= budget
         # disLR's Gram arrived in parts: the model is disLR's on the same landmarks
         direct = dislr(LocalCluster(parts), est.model_.landmarks, est.model_.landmarks,
-                       est.kernel_, 5, X.shape[0], "gram", center, 4096, [0] * 5)
+                       est.kernel_, 10, X.shape[0], "gram", center, 4096, [0] * 5)
         np.testing.assert_allclose(est.model_.eigenvalues, direct.eigenvalues, rtol=1e-9)
     assert measured  # round 2 weighed the ridge points against the uniform ones

@@ -147,12 +147,10 @@ def _print_budget(n_rows, d, args, options) -> None:
           f"({plan.forecast.words:,} words): {plan.reason}")
     if plan.method == "diskpca" and args.sampler == "ridge":
         from kernelscale.horizontal.diskpca import ridge_schedule
-        from kernelscale.horizontal.measured import measured_pilot_size
         from kernelscale.horizontal.pilot import FLAT, MIN_PILOT, PEAKED, too_small_to_read
 
         kernel = options["kernel"]
-        n_pilot = (measured_pilot_size(kernel, args.n_components, plan.n_landmarks) if measured
-                   else ridge_schedule(kernel, args.n_components, plan.n_landmarks)[0])
+        n_pilot = ridge_schedule(kernel, args.n_components, plan.n_landmarks)[0]
         if too_small_to_read(n_pilot, args.n_components):
             print(f"  its uniform pilot of {n_pilot} points is too few to read the spectrum "
                   f"(fewer than {MIN_PILOT} k = {MIN_PILOT * args.n_components}): the fit "
@@ -167,9 +165,8 @@ def _print_budget(n_rows, d, args, options) -> None:
               "rounds draw by the plain residual")
         if measured:
             print("  its ridge rounds measure as they go: disLR's Gram comes in parts with "
-                  "each round's points, round 1 draws half its points uniformly, and round 2 "
-                  "draws by the ridge residual or uniformly, whichever half added more energy "
-                  "over every row")
+                  "each round's points, and where round 1's ridge points added clearly less "
+                  "energy over every row than its uniform ones, round 2 draws uniformly")
 
 
 def _fit_setting(X, args) -> tuple[list[int], dict]:

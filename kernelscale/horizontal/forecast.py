@@ -35,12 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernelscale.horizontal.diskpca import MESSAGES, SAMPLERS, default_n_leverage, ridge_schedule
-from kernelscale.horizontal.measured import (
-    DISLR,
-    first_share,
-    measured_pilot_size,
-    residual_round_name,
-)
+from kernelscale.horizontal.measured import DISLR, residual_round_name
 from kernelscale.horizontal.sampling import defensive_share, defensive_split, needs_ridge_floor
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel, make_kernel
 from kernelscale.runtime.ledger import DOWN, UP, count_words
@@ -203,15 +198,14 @@ embedding_dtype, chunk_size
         'diskpca' with the ridge sampler as a word budget runs it after its
         pilot (:mod:`kernelscale.horizontal.measured`): disLR's Gram sent in
         parts with each round's landmarks (one trace word per worker and part
-        more), from a pilot of ``n_pilot`` points (default
-        :func:`~kernelscale.horizontal.measured.measured_pilot_size`). Needs
+        more), from a pilot of ``n_pilot`` points (default the ridge sampler's,
+        :func:`~kernelscale.horizontal.diskpca.ridge_schedule`). Needs
         ``messages='gram'``.
     round_shares : sequence of float, optional
         With ``measured``: each ridge round's uniform share as drawn (default:
-        the shares before any measurement,
-        :func:`~kernelscale.horizontal.measured.first_share`). Words depend
-        on them only through the count of a second draw in a round that draws
-        both ways (s words).
+        the sampler's own, :func:`~kernelscale.horizontal.sampling.defensive_share`,
+        before any measurement). Words depend on them only through the count
+        of a second draw in a round that draws both ways (s words).
 
     Returns
     -------
@@ -349,8 +343,6 @@ def _measured_diskpca(rounds, n_landmarks, n_pilot, round_shares, *, kernel, cen
                       chunk_size, ridge_scale: float = 1.0, **_) -> None:
     """:func:`kernelscale.horizontal.measured.measured_ridge` after its pilot: each round's
     landmarks down with the Gram's new columns up, the draws, disLR's last part."""
-    if n_pilot is None:
-        n_pilot = measured_pilot_size(kernel, k, n_landmarks)
     targets = ridge_schedule(kernel, k, n_landmarks, n_pilot)
     config = {"kernel": kernel.to_dict(), "chunk_size": int(chunk_size), "center": bool(center)}
     _uniform_sample(rounds, "pilot sampling", targets[0], point)
@@ -363,7 +355,7 @@ def _measured_diskpca(rounds, n_landmarks, n_pilot, round_shares, *, kernel, cen
         _gram_part(rounds, name, known, sent, center, extra=2)  # + the residual sums
         known += sent
         share = (round_shares[j - 1] if round_shares is not None else
-                 first_share(kernel, targets[0], k, ridge_scale, last=j == len(targets) - 1))
+                 defensive_share(kernel, targets[0], k, ridge_scale))
         by_residual, by_uniform = defensive_split(targets[j] - targets[j - 1], share)
         if by_residual:
             _draw(rounds, f"ridge sampling {j}", by_residual, point)

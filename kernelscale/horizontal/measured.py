@@ -12,20 +12,26 @@ knows the energy over every row of any subspace in the span of the landmarks so
 far (:mod:`kernelscale.horizontal.measure`), and uses it before it spends the
 rest of the budget:
 
-* round 1 draws half its new points by the ridge residual and half uniformly
-  (the defensive share of :func:`~kernelscale.horizontal.sampling.defensive_split`);
+* round 1 draws its points as the ridge sampler does, half of them uniformly
+  where its pilot is not trusted (the defensive share,
+  :func:`~kernelscale.horizontal.sampling.defensive_share`);
 * with round 2's reply the master holds the Gram of both halves, and compares
-  what each adds to disLR over P (:func:`~kernelscale.horizontal.measure.ridge_against_uniform`):
-  round 2 draws all its points by the ridge residual where the ridge half
-  gained at least as much energy, else all uniformly.
+  what each added to disLR over every row
+  (:func:`~kernelscale.horizontal.measure.ridge_against_uniform`): where the ridge
+  half added less than :data:`UNIFORM_BELOW` times the uniform half's energy,
+  round 2 draws all its points uniformly (from :data:`RIDGE_FROM` times on, all
+  by the ridge residual); between, the sampler's own share.
 
-Where the pilot rule trusts a concentrated spectrum (ridge 0), every round draws
-by the plain residual and nothing is compared. The forecast of these rounds is
+Where the sampler draws no uniform share (a pilot of TRUSTED_PILOT k points or
+more; ridge 0 where the pilot rule trusts a concentrated spectrum) nothing is
+compared, and the rounds are the ridge sampler's, draw for draw. The forecast of these rounds is
 ``forecast_words('diskpca', ..., measured=True)``, exact to the word on dense
 rows distinct across workers.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -48,47 +54,28 @@ from kernelscale.runtime.cluster import one_blas_thread
 from kernelscale.runtime.lost import answered
 from kernelscale.runtime.steps import worker_step
 
-__all__ = ["FIRST_SHARE", "first_share", "measured_pilot_size", "measured_ridge",
-           "residual_round_name"]
+__all__ = ["RIDGE_FROM", "UNIFORM_BELOW", "measured_ridge", "residual_round_name",
+           "round_two_share"]
 
-#: The share of round 1's new landmarks drawn uniformly, against which round 2 weighs
-#: the ridge residual's.
-FIRST_SHARE = 0.5
 #: The rounds' names: round j's residuals (and the Gram's new columns), disLR's round.
 RESIDUALS = "ridge sampling {j}: residuals and Gram"
 DISLR = "disLR: k(Y,A_i) k(A_i,Y)"
+#: Round 2 draws all its points uniformly where round 1's ridge points added less than
+#: UNIFORM_BELOW times the energy of its uniform ones (chosen by
+#: ``benchmarks/budget_measured.py``).
+UNIFORM_BELOW = 0.6
+#: ... and all by the ridge residual where they added at least RIDGE_FROM times as much.
+RIDGE_FROM = math.inf
 
 
-#: Round 2 draws by the ridge residual where round 1's ridge points added at least THETA
-#: times the energy of its uniform ones, else uniformly.
-THETA = 1.0
-
-
-def round_two_share(gain: float) -> float:
+def round_two_share(gain: float, share: float) -> float:
     """Round 2's uniform share from round 1's measured ridge gain
-    (:func:`~kernelscale.horizontal.measure.ridge_against_uniform`): 0 from :data:`THETA`
-    on, else 1."""
-    return 0.0 if gain >= THETA else 1.0
-
-
-def first_share(kernel: Kernel, n_pilot: int, n_components: int, ridge_scale: float,
-                last: bool) -> float:
-    """Round 1's uniform share: :data:`FIRST_SHARE` where a later round weighs it against
-    the ridge residual's points; in a single round, the sampler's own
-    (:func:`~kernelscale.horizontal.sampling.defensive_share`); none with ridge 0."""
-    if ridge_scale == 0:
-        return 0.0
-    return defensive_share(kernel, n_pilot, n_components) if last else FIRST_SHARE
-
-
-def measured_pilot_size(kernel: Kernel, n_components: int, n_landmarks: int) -> int:
-    """|P| of the measured rounds: the ridge sampler's (``ceil(|Y| / 4)``), but at least
-    ``MIN_PILOT`` k points (all of Y below), so that the pilot rule reads it."""
-    from kernelscale.horizontal.diskpca import default_pilot_size
-    from kernelscale.horizontal.pilot import MIN_PILOT
-
-    return max(default_pilot_size(kernel, n_components, n_landmarks),
-               min(int(n_landmarks), MIN_PILOT * int(n_components)))
+    (:func:`~kernelscale.horizontal.measure.ridge_against_uniform`): 1 below
+    :data:`UNIFORM_BELOW`, 0 from :data:`RIDGE_FROM` on, else the sampler's own
+    ``share`` (:func:`~kernelscale.horizontal.sampling.defensive_share`)."""
+    if gain < UNIFORM_BELOW:
+        return 1.0
+    return 0.0 if gain >= RIDGE_FROM else share
 
 
 def residual_round_name(j: int) -> str:
@@ -243,12 +230,13 @@ def measured_ridge(cluster, kernel: Kernel, n_components: int, n_landmarks: int,
                                         round=residual_round_name(j), reply_kind="scalars")
         sums = gram.add(cluster, replies, new.shape[0], scalars_before=2)
         sums = [None if s is None else np.asarray(s, dtype=float) for s in sums]
-        share = first_share(kernel, P.shape[0], k, ridge_scale, last=j == len(targets) - 1)
-        if j > 1 and ridge_scale > 0 and ridge_part and uniform_part:
+        share = defensive_share(kernel, P.shape[0], k, ridge_scale)
+        if j > 1 and ridge_part and uniform_part:
             span = SpanGram(Y, kernel, gram.G, gram.sums if center else None, n)
-            base = [i for i in range(Y.shape[0]) if i not in set(ridge_part + uniform_part)]
+            drawn = set(ridge_part + uniform_part)
+            base = [i for i in range(Y.shape[0]) if i not in drawn]
             gain = ridge_against_uniform(span, base, ridge_part, uniform_part, k)
-            share = round_two_share(gain)
+            share = round_two_share(gain, share)
         shares.append(share)
         n_new = target - (Y.shape[0] if redraw else targets[j - 1])
         by_residual, by_uniform = defensive_split(n_new, share)

@@ -23,7 +23,7 @@ from kernelscale.horizontal.draws import (
     uniform_sample_step,
 )
 from kernelscale.horizontal.forecast import forecast_words
-from kernelscale.horizontal.measured import measured_pilot_size, measured_ridge
+from kernelscale.horizontal.measured import measured_ridge
 from kernelscale.horizontal.pilot import choose_after_pilot, diagonal_spread, flatness
 from kernelscale.linalg import as_generator
 from kernelscale.runtime import validate_cluster, worker_seeds
@@ -58,8 +58,7 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
     check_kernel_input(kernel, info)
     cluster.tolerate_lost_from_here()  # with lost="drop", a worker lost from here is left out
     measured = bool(plan.sizing.get("measured"))
-    n_pilot = (measured_pilot_size(kernel, k, n_y) if measured
-               else ridge_schedule(kernel, k, n_y, n_leverage)[0])
+    n_pilot = ridge_schedule(kernel, k, n_y, n_leverage)[0]
     # Step 1: the uniform pilot, the ridge sampler's first round (its words count in B)
     arrivals: list = []  # the rows each worker sent, for uniform + batch's weights
     P, received = uniform_sample(cluster, info.n_rows, n_pilot, rng, "pilot sampling",
@@ -119,6 +118,7 @@ def _measured(measurement: dict) -> str:
     gain, shares = measurement["ridge_gain"], measurement["shares"]
     if gain is None:
         return ""
-    how = "by the ridge residual" if shares[-1] == 0 else "uniformly"
+    how = {0.0: "all by the ridge residual", 1.0: "all uniformly"}.get(
+        shares[-1], f"{shares[-1]:g} of them uniformly, as the sampler does")
     return (f"; round {len(shares)} drew its points {how}: round {len(shares) - 1}'s ridge "
             f"points added {gain:.2f}x the energy of its uniform ones over every row")
