@@ -35,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernelscale.horizontal.diskpca import MESSAGES, SAMPLERS, default_n_leverage, ridge_schedule
-from kernelscale.horizontal.measured import DISLR, residual_round_name
+from kernelscale.horizontal.measured import DISLR, first_share, residual_round_name
 from kernelscale.horizontal.sampling import defensive_share, defensive_split, needs_ridge_floor
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel, make_kernel
 from kernelscale.runtime.ledger import DOWN, UP, count_words
@@ -203,7 +203,8 @@ embedding_dtype, chunk_size
         ``messages='gram'``.
     round_shares : sequence of float, optional
         With ``measured``: each ridge round's uniform share as drawn (default:
-        the sampler's own, :func:`~kernelscale.horizontal.sampling.defensive_share`,
+        round 1's :func:`~kernelscale.horizontal.measured.first_share`, then the
+        sampler's own, :func:`~kernelscale.horizontal.sampling.defensive_share`,
         before any measurement). Words depend on them only through the count
         of a second draw in a round that draws both ways (s words).
 
@@ -354,7 +355,9 @@ def _measured_diskpca(rounds, n_landmarks, n_pilot, round_shares, *, kernel, cen
                                                      "ridge": 0.0}))
         _gram_part(rounds, name, known, sent, center, extra=2)  # + the residual sums
         known += sent
+        last = j == len(targets) - 1
         share = (round_shares[j - 1] if round_shares is not None else
+                 first_share(kernel, targets[0], k, ridge_scale, last) if j == 1 else
                  defensive_share(kernel, targets[0], k, ridge_scale))
         by_residual, by_uniform = defensive_split(targets[j] - targets[j - 1], share)
         if by_residual:

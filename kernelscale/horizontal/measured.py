@@ -12,19 +12,20 @@ knows the energy over every row of any subspace in the span of the landmarks so
 far (:mod:`kernelscale.horizontal.measure`), and uses it before it spends the
 rest of the budget:
 
-* round 1 draws its points as the ridge sampler does, half of them uniformly
-  where its pilot is not trusted (the defensive share,
-  :func:`~kernelscale.horizontal.sampling.defensive_share`);
+* where a round 2 follows, round 1 draws at least half its new points uniformly
+  (:data:`MEASURE_SHARE`; the ridge sampler's defensive share is half already
+  after a pilot of fewer than TRUSTED_PILOT k points, and none after a larger one
+  or with ridge 0);
 * with round 2's reply the master holds the Gram of both halves, and compares
   what each added to disLR over every row
   (:func:`~kernelscale.horizontal.measure.ridge_against_uniform`): where the ridge
   half added less than :data:`UNIFORM_BELOW` times the uniform half's energy,
   round 2 draws all its points uniformly (from :data:`RIDGE_FROM` times on, all
-  by the ridge residual); between, the sampler's own share.
+  by the ridge residual); between, as the sampler would
+  (:func:`~kernelscale.horizontal.sampling.defensive_share`).
 
-Where the sampler draws no uniform share (a pilot of TRUSTED_PILOT k points or
-more; ridge 0 where the pilot rule trusts a concentrated spectrum) nothing is
-compared, and the rounds are the ridge sampler's, draw for draw. The forecast of these rounds is
+With one ridge round (a pilot of more than half of Y) nothing is compared, and
+the round is the ridge sampler's, draw for draw. The forecast of these rounds is
 ``forecast_words('diskpca', ..., measured=True)``, exact to the word on dense
 rows distinct across workers.
 """
@@ -54,8 +55,8 @@ from kernelscale.runtime.cluster import one_blas_thread
 from kernelscale.runtime.lost import answered
 from kernelscale.runtime.steps import worker_step
 
-__all__ = ["RIDGE_FROM", "UNIFORM_BELOW", "measured_ridge", "residual_round_name",
-           "round_two_share"]
+__all__ = ["MEASURE_SHARE", "RIDGE_FROM", "UNIFORM_BELOW", "first_share", "measured_ridge",
+           "residual_round_name", "round_two_share"]
 
 #: The rounds' names: round j's residuals (and the Gram's new columns), disLR's round.
 RESIDUALS = "ridge sampling {j}: residuals and Gram"
@@ -66,6 +67,20 @@ DISLR = "disLR: k(Y,A_i) k(A_i,Y)"
 UNIFORM_BELOW = 0.6
 #: ... and all by the ridge residual where they added at least RIDGE_FROM times as much.
 RIDGE_FROM = math.inf
+
+
+#: Round 1's uniform share where a round 2 follows, whatever the sampler's own: the half
+#: that round 2 weighs the ridge residual's points against.
+MEASURE_SHARE = 0.5
+
+
+def first_share(kernel: Kernel, n_pilot: int, n_components: int, ridge_scale: float,
+                last: bool) -> float:
+    """Round 1's uniform share: :data:`MEASURE_SHARE` where round 2 follows (at least the
+    sampler's own), else the sampler's own
+    (:func:`~kernelscale.horizontal.sampling.defensive_share`)."""
+    share = defensive_share(kernel, n_pilot, n_components, ridge_scale)
+    return share if last else max(share, MEASURE_SHARE)
 
 
 def round_two_share(gain: float, share: float) -> float:
@@ -230,7 +245,8 @@ def measured_ridge(cluster, kernel: Kernel, n_components: int, n_landmarks: int,
                                         round=residual_round_name(j), reply_kind="scalars")
         sums = gram.add(cluster, replies, new.shape[0], scalars_before=2)
         sums = [None if s is None else np.asarray(s, dtype=float) for s in sums]
-        share = defensive_share(kernel, P.shape[0], k, ridge_scale)
+        share = (first_share(kernel, P.shape[0], k, ridge_scale, last=j == len(targets) - 1)
+                 if j == 1 else defensive_share(kernel, P.shape[0], k, ridge_scale))
         if j > 1 and ridge_part and uniform_part:
             span = SpanGram(Y, kernel, gram.G, gram.sums if center else None, n)
             drawn = set(ridge_part + uniform_part)
