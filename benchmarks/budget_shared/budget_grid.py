@@ -130,7 +130,7 @@ def rule_fingerprint() -> str:
                       for name, value in vars(module).items() if name.isupper())
     return _source_fingerprint((budget._choose, budget._batch_floor, budget.pilot_sizes,
                                 piloted.piloted_fit,
-                                choice.measures, measure.SpanGram.dislr, measure.SpanGram.batch,
+                                choice.measures, measure.SpanGram.dislr, measure.SpanGram.captured,
                                 measured._Gram.add, *own),
                                repr(constants) + sampler_fingerprint())
 
