@@ -99,6 +99,8 @@ def test_measured_rounds_forecast_the_ledger_to_the_word_round_by_round(
         assert plan.forecast.words_by_round() == ledger.words_by_round("fit")
         assert plan.forecast.words_by_kind() == ledger.words_by_kind("fit")
         assert ledger.total_words("fit") == plan.forecast.words <= budget
+        # choosing costs a few words per worker (trace words, a second draw's counts)
+        assert abs(plan.choosing_words) <= 10 * len(parts)
         # the plan before the fit (round 2's share unknown) bounds what ran
         n_rows = [p.shape[0] for p in parts]
         before = forecast_words("diskpca", n_rows, X.shape[1], 10, plan.n_landmarks,

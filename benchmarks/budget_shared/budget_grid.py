@@ -279,6 +279,7 @@ def one_fit(parts: list, kernel: Kernel, ref: dict, budget: int, seed: int, cent
             "n_landmarks": int(est.model_.landmarks.shape[0])
             if hasattr(est.model_, "landmarks") else 0,
             "fit_words": est.communication_.total_words("fit"), "seconds": round(seconds, 3),
+            "choosing_words": plan.choosing_words,
             "error": err, "excess": (err - ref["opt"]) / (ref["trace"] - ref["opt"]),
             "reason": plan.reason}
 

@@ -89,6 +89,27 @@ class BudgetPlan:
     def n_landmarks(self) -> int:
         return self.forecast.n_landmarks
 
+    @property
+    def choosing_words(self) -> int:
+        """What choosing cost: the plan's words minus those of its method at the same size
+        sent in one go (no pilot to read, no Gram in parts to measure with).
+
+        0 where the forecast chose without a pilot. After a pilot, the uniform methods'
+        second draw (one count per worker); the measured ridge rounds' extra trace
+        words and count rounds (:mod:`kernelscale.horizontal.measured`), less the
+        settings their last Gram part does not repeat: a few words per worker, and
+        negative where the measured rounds send fewer words than the plain ones.
+        """
+        if self.pilot is None:
+            return 0
+        args, sizing = split_sizing(self)
+        for option in ("measured", "round_shares", "n_pilot", "ridge_scale"):
+            sizing.pop(option, None)
+        size = ({"n_random_features": self.forecast.n_random_features}
+                if self.method == "random_features" else {"n_landmarks": self.n_landmarks})
+        plain = forecast_words(self.method, *args, **sizing, **size)
+        return self.forecast.words - plain.words
+
 
 def largest_within(method: str, max_words: int, n_rows: Sequence[int], n_features: int,
                    n_components: int = 10, **options) -> Forecast | None:
