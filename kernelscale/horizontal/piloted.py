@@ -118,7 +118,7 @@ def _measured(measurement: dict) -> str:
     gain, shares = measurement["ridge_gain"], measurement["shares"]
     if gain is None:
         return ""
-    how = {0.0: "all by the ridge residual", 1.0: "all uniformly"}.get(
-        shares[-1], f"{shares[-1]:g} of them uniformly, as the sampler does")
-    return (f"; round {len(shares)} drew its points {how}: round {len(shares) - 1}'s ridge "
-            f"points added {gain:.2f}x the energy of its uniform ones over every row")
+    how = {0.0: "all its points by the ridge residual", 1.0: "all its points uniformly"}.get(
+        shares[-1], f"a share of {shares[-1]:g} of its points uniformly, as the sampler does")
+    return (f"; round {len(shares)} drew {how}: round {len(shares) - 1}'s ridge points added "
+            f"{gain:.2f}x the energy of its uniform ones over every row")
