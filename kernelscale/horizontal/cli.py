@@ -126,16 +126,17 @@ def _print_budget(n_rows, d, args, options) -> None:
         plan_budget,
     )
 
+    measured = (args.sampler == "ridge" and args.messages == "gram"
+                and options["kernel"].is_shift_invariant)  # as choice.measures
     print(f"{'method':<16} {'largest setting':>16} {'fit words':>12} {'upload words':>13}")
     for method in FORECAST_METHODS:
-        f = largest_within(method, args.max_words, n_rows, d, args.n_components, **options)
+        f = largest_within(method, args.max_words, n_rows, d, args.n_components,
+                           measured=measured, **options)
         if f is None:
             why = "all the data and its model" if method == "exact" else "k components"
             print(f"{method:<16} {'-':>16}   ({why} cost more than {args.max_words:,} words)")
             continue
         print(f"{method:<16} {f.setting:>16} {f.words:>12,} {f.upload_words:>13,}")
-    measured = (args.sampler == "ridge" and args.messages == "gram"
-                and options["kernel"].is_shift_invariant)  # as choice.measures
     try:
         plan = plan_budget(args.max_words, n_rows, d, args.n_components, measured=measured,
                            **options)
