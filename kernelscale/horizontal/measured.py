@@ -244,10 +244,9 @@ def measured_ridge(cluster, kernel: Kernel, n_components: int, n_landmarks: int,
                                         Tagged(raw_points=new, model=settings),
                                         round=residual_round_name(j), reply_kind="scalars")
         sums = gram.add(cluster, replies, new.shape[0], scalars_before=2)
-        sums = [None if s is None else np.asarray(s, dtype=float) for s in sums]
         share = (first_share(kernel, P.shape[0], k, ridge_scale, last=j == len(targets) - 1)
                  if j == 1 else defensive_share(kernel, P.shape[0], k, ridge_scale))
-        if j > 1 and ridge_part and uniform_part:
+        if j > 1 and ridge_part and uniform_part:  # what round j - 1's halves added
             span = SpanGram(Y, kernel, gram.G, gram.sums if center else None, n)
             drawn = set(ridge_part + uniform_part)
             base = [i for i in range(Y.shape[0]) if i not in drawn]
@@ -255,22 +254,11 @@ def measured_ridge(cluster, kernel: Kernel, n_components: int, n_landmarks: int,
             share = round_two_share(gain, share)
         shares.append(share)
         n_new = target - (Y.shape[0] if redraw else targets[j - 1])
-        by_residual, by_uniform = defensive_split(n_new, share)
-        chosen, _, got = draw_by_residuals(cluster, Y, Y.shape[0] + by_residual, sums,
-                                           n_rows - received, rng, f"ridge sampling {j}",
-                                           redraw) if by_residual else (Y[:0], 0, 0)
-        more = Y[:0]
-        if by_uniform:
-            left = n_rows - received - got
-            kept = stack_rows([Y, chosen])
-            more, extra = sample_distinct(cluster, kept, kept.shape[0] + by_uniform, left, left,
-                                          uniform_sample_step, rng,
-                                          f"ridge sampling {j}: uniform share", redraw)
-            got = got + extra
-        start = Y.shape[0]
-        ridge_part = list(range(start, start + chosen.shape[0]))
-        uniform_part = list(range(start + chosen.shape[0],
-                                  start + chosen.shape[0] + more.shape[0]))
+        chosen, more, got = _draw_round(cluster, Y, n_new, share, sums, n_rows - received, rng,
+                                        j, redraw)
+        split_at = Y.shape[0] + chosen.shape[0]  # Y, then the residual's, the uniform points
+        ridge_part = list(range(Y.shape[0], split_at))
+        uniform_part = list(range(split_at, split_at + more.shape[0]))
         new = stack_rows([chosen, more])
         Y, received = stack_rows([Y, new]), received + got
     settings = {**(config if len(targets) == 1 else {"center": bool(center)})}
@@ -284,6 +272,29 @@ def measured_ridge(cluster, kernel: Kernel, n_components: int, n_landmarks: int,
     model = KernelPCAModel(kernel=kernel, landmarks=Y, coef=coef, eigenvalues=eigenvalues,
                            center=mean, trace=trace)
     return model, {"shares": shares, "ridge_gain": gain, "ridge": ridge}
+
+
+def _draw_round(cluster, Y, n_new: int, share: float, sums, unsampled, rng, j: int,
+                redraw: bool):
+    """Ridge round j's draws: ``n_new`` points, ``share`` of them uniformly (round 'ridge
+    sampling j: uniform share'), the rest by the workers' residual ``sums`` (round 'ridge
+    sampling j'), as :func:`kernelscale.horizontal.diskpca.ridge_sample` draws them.
+    Returns (the points by residual, the uniform ones, the rows asked of each worker)."""
+    by_residual, by_uniform = defensive_split(n_new, share)
+    sums = [None if s is None else np.asarray(s, dtype=float) for s in sums]
+    chosen, got = Y[:0], 0
+    if by_residual:
+        chosen, _, got = draw_by_residuals(cluster, Y, Y.shape[0] + by_residual, sums,
+                                           unsampled, rng, f"ridge sampling {j}", redraw)
+    more = Y[:0]
+    if by_uniform:
+        left = unsampled - got
+        kept = stack_rows([Y, chosen])
+        more, extra = sample_distinct(cluster, kept, kept.shape[0] + by_uniform, left, left,
+                                      uniform_sample_step, rng,
+                                      f"ridge sampling {j}: uniform share", redraw)
+        got = got + extra
+    return chosen, more, got
 
 
 def _components(Y, kernel: Kernel, k: int, n: int, gram: _Gram, center: bool):
