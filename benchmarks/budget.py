@@ -25,7 +25,7 @@ centring, B, seed, method) in ``results/budget/cache/``; a budgeted fit's key
 also holds a fingerprint of the rule's source, so changing the rule re-runs
 only the budgeted fits. Seeds run one after the other over the whole grid, so
 a run cut short leaves whole seeds. The grid's constants, fits and cache are
-:mod:`kernelscale.bench.budget_grid`; the data, kernels and references
+:mod:`budget_shared.budget_grid`; the data, kernels and references
 :mod:`kernelscale.bench.settings`.
 
     python benchmarks/budget.py --seeds 5                 # the grid (hours on a quiet 2-core box)
@@ -53,8 +53,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from kernelscale.bench import write_rows
-from kernelscale.bench.budget_grid import (
+from budget_shared.budget_grid import (
     AT_OPTIMUM,
     BUDGETS,
     DATASETS,
@@ -72,6 +71,8 @@ from kernelscale.bench.budget_grid import (
     sampler_fingerprint,
     settings,
 )
+
+from kernelscale.bench import write_rows
 from kernelscale.bench.scripts import verdict
 from kernelscale.bench.settings import (
     KERNEL_LABELS,

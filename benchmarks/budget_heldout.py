@@ -56,7 +56,7 @@ of the seeds' paired differences.
 
 Writes ``benchmarks/results/budget/heldout.md`` and ``heldout/fits.jsonl``. This
 script runs the forced fits and writes the page; reading the budgeted fit under
-any constants, the search and the scores are :mod:`kernelscale.bench.constant_search`.
+any constants, the search and the scores are :mod:`budget_shared.constant_search`.
 """
 
 from __future__ import annotations
@@ -72,11 +72,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-
-from kernelscale import DistributedKernelPCA
-from kernelscale.backends.local import LocalCluster
-from kernelscale.bench.budget_grid import AT_OPTIMUM, BUDGETS, DATASETS, KERNELS, K
-from kernelscale.bench.constant_search import (
+from budget_shared.budget_grid import AT_OPTIMUM, BUDGETS, DATASETS, KERNELS, K
+from budget_shared.constant_search import (
     CANDIDATES,
     DEFAULTS,
     HELD_OUT,
@@ -96,6 +93,9 @@ from kernelscale.bench.constant_search import (
     shares_of,
     sized_best,
 )
+
+from kernelscale import DistributedKernelPCA
+from kernelscale.backends.local import LocalCluster
 from kernelscale.bench.settings import (
     KERNEL_LABELS,
     kernel_options,

@@ -26,9 +26,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from budget_shared.budget_grid import Cache, largest_landmarks_within, measured_fit
 
 from kernelscale.bench import write_rows
-from kernelscale.bench.budget_grid import Cache, largest_landmarks_within, measured_fit
 from kernelscale.bench.settings import (
     KERNEL_LABELS,
     load_set,

@@ -34,9 +34,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-
-from kernelscale.bench.budget_grid import KERNELS
-from kernelscale.bench.pilot_variants import (
+from budget_shared.budget_grid import KERNELS
+from budget_shared.pilot_variants import (
     PILOTS,
     QUARTER,
     RIDGE_SCALE,
@@ -45,6 +44,7 @@ from kernelscale.bench.pilot_variants import (
     ridge_fit,
     sized,
 )
+
 from kernelscale.bench.settings import KERNEL_LABELS
 from kernelscale.horizontal.pilot import PEAKED
 

@@ -34,9 +34,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from budget_shared.budget_grid import TOLERANCE, one_fit
+from budget_shared.pilot_variants import QUARTER, benchmark_main, quarter, ridge_fit, sized
 
-from kernelscale.bench.budget_grid import TOLERANCE, one_fit
-from kernelscale.bench.pilot_variants import QUARTER, benchmark_main, quarter, ridge_fit, sized
 from kernelscale.bench.settings import KERNEL_LABELS
 from kernelscale.horizontal.pilot import FLAT, PEAKED
 

@@ -1,13 +1,17 @@
-"""What the word-budget benchmarks share (``kernelscale.bench.settings``, ``budget_grid``,
-``pilot_variants``, ``constant_search``), and the house rule that benchmark scripts
-never import each other (what they share lives in ``kernelscale.bench``)."""
+"""What the word-budget benchmarks share (``kernelscale.bench.settings``, and in
+``benchmarks/budget_shared``: ``budget_grid``, ``pilot_variants``, ``constant_search``),
+and the house rule that benchmark scripts never import each other (what they share lives
+in ``kernelscale.bench``, or, when only the budget benchmarks use it, in
+``benchmarks/budget_shared``)."""
 
 from __future__ import annotations
 
 import ast
 import doctest
 import gzip
+import importlib
 import math
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,19 +19,32 @@ import numpy as np
 import pytest
 
 from kernelscale.bench import (
-    budget_grid,
-    constant_search,
-    pilot_variants,
     sampler_report,
     settings,
     streaming_sweep,
     vertical_blocks,
     vertical_real_report,
 )
-from kernelscale.bench.budget_grid import Cache, largest_landmarks_within
-from kernelscale.bench.constant_search import PRIOR, distance, every_theta
 from kernelscale.bench.settings import load_standardized, make_setting_kernel, references
 from kernelscale.datasets import load_spam
+
+
+def _budget_shared(name: str):
+    """A module of ``benchmarks/budget_shared`` (the scripts' folder on the path only while
+    it is imported)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        return importlib.import_module(f"budget_shared.{name}")
+    finally:
+        sys.path.pop(0)
+
+
+budget_grid = _budget_shared("budget_grid")
+constant_search = _budget_shared("constant_search")
+pilot_variants = _budget_shared("pilot_variants")
+Cache, largest_landmarks_within = budget_grid.Cache, budget_grid.largest_landmarks_within
+PRIOR, distance, every_theta = (constant_search.PRIOR, constant_search.distance,
+                                constant_search.every_theta)
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 

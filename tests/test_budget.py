@@ -231,6 +231,39 @@ def test_plan_rule():
         plan_budget(batch_floor - 1, n_rows, 5, 3)
 
 
+RANKS = {"uniform_batch": 0, "uniform_dislr": 1, "diskpca": 1, "exact": 2}
+
+
+@pytest.mark.parametrize("n,n_workers,d,k", [(1797, 5, 64, 10), (5000, 20, 8, 50),
+                                             (3000, 50, 10, 5)])
+@pytest.mark.parametrize("options", [{}, {"measured": True}, {"messages": "sketch"}],
+                         ids=["plain", "measured rounds", "sketched disLR"])
+def test_a_larger_budget_never_buys_fewer_landmarks(n, n_workers, d, k, options):
+    # issue 44: 3.0M words bought 417 landmarks where 2.6M bought 471. Over a grid of
+    # budgets the plan never moves down the ladder batch < disLR < exact, never buys fewer
+    # landmarks, and each method's largest |Y| within B never falls; with the measured
+    # rounds (a pilot of at least 2k points and disLR's Gram in parts: more rounds) too.
+    from kernelscale.partition import power_law_sizes
+
+    n_rows = list(power_law_sizes(n, n_workers, random_state=0))
+    previous = None
+    for budget in np.unique(np.geomspace(2_000, 4e6, 100).astype(int)):
+        try:
+            plan = plan_budget(int(budget), n_rows, d, k, kernel="rbf", center=True, **options)
+        except WordBudgetError:
+            assert previous is None  # once a plan exists, every larger budget has one
+            continue
+        assert plan.forecast.words <= budget
+        if previous is not None:
+            assert RANKS[plan.method] >= RANKS[previous.method], (budget, plan.reason)
+            assert plan.n_landmarks >= previous.n_landmarks, (budget, plan.reason)
+            for method, forecast in previous.candidates.items():
+                if forecast is not None:
+                    assert plan.candidates[method].n_landmarks >= forecast.n_landmarks
+        previous = plan
+    assert previous is not None and previous.method in ("exact", "diskpca")
+
+
 def test_cli_plan_and_fit_with_max_words(tmp_path, capsys):
     X = np.random.default_rng(0).normal(size=(3000, 6))
     data = tmp_path / "X.npy"
@@ -243,11 +276,12 @@ def test_cli_plan_and_fit_with_max_words(tmp_path, capsys):
     assert f"{batch.words:,} / {batch.n_rounds}" in out and "both directions / rounds" in out
     assert main(["plan", "--data", str(data), "--workers", "4", "--max-words", "40000"]) == 0
     out = capsys.readouterr().out
-    chosen, pilot = out.strip().splitlines()[-2:]
+    chosen, pilot, measured = out.strip().splitlines()[-3:]
     assert chosen.startswith("fit --max-words 40000 runs diskpca with |Y| = ")
     assert " rounds): " in chosen
     assert pilot.strip().startswith("its uniform pilot of ") and "uniform_batch with" in pilot
     assert "keeps this plan" not in pilot
+    assert measured.strip().startswith("its ridge rounds measure as they go")
     # a polynomial kernel: a pilot of k points, too few to read, which keeps the plan
     assert main(["plan", "--data", str(data), "--workers", "4", "--max-words", "40000",
                  "--kernel", "poly", "--n-components", "5"]) == 0

@@ -11,6 +11,8 @@ sampling, the fit must still reach a stated error bound, over several seeds.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from losing import VICTIM, LosingCluster
@@ -199,7 +201,8 @@ def test_losing_every_worker_raises():
 
 @pytest.mark.filterwarnings("ignore:n_landmarks=.* exceeds the 100 samples")  # all the others'
 @pytest.mark.parametrize("gamma", [0.1, 5.0])  # concentrated energy (ridge), spread (uniform)
-def test_a_word_budget_pilot_without_a_lost_worker_stays_within_the_budget(gamma):
+@pytest.mark.parametrize("measured", [False, True])  # the ridge rounds' Gram in parts
+def test_a_word_budget_pilot_without_a_lost_worker_stays_within_the_budget(gamma, measured):
     """Lost in the pilot: the budget still holds, and the mean excess over three seeds is
     within twice that of the same budgeted fit on the others alone plus 0.05 (within a
     budget nothing is redrawn, so the pilot points asked of the lost worker are missing;
@@ -212,7 +215,8 @@ def test_a_word_budget_pilot_without_a_lost_worker_stays_within_the_budget(gamma
     for seed in range(3):
         parts = _data(seed, n=150)
         plan = plan_budget(20_000, [p.shape[0] for p in parts], 5, 3, kernel=kernel,
-                           center=True, methods=["diskpca", "uniform_dislr", "uniform_batch"])
+                           center=True, methods=["diskpca", "uniform_dislr", "uniform_batch"],
+                           measured=measured)
         cluster = LosingCluster(parts, "pilot sampling")
         with pytest.warns(LostWorkerWarning, match="lost in round 'pilot sampling'"):
             model, _ = piloted_fit(cluster, kernel, plan, center=True, random_state=seed)
@@ -223,4 +227,36 @@ def test_a_word_budget_pilot_without_a_lost_worker_stays_within_the_budget(gamma
         X = np.vstack(_others(parts))
         with_loss.append(_excess(model, X, 3, kernel))
         without.append(_excess(alone, X, 3, kernel))
+    assert np.mean(with_loss) <= 2 * np.mean(without) + 0.05
+
+
+@pytest.mark.filterwarnings("ignore:n_landmarks=.* exceeds the 100 samples")
+@pytest.mark.parametrize("at", ["ridge sampling 1: residuals and Gram",
+                                "ridge sampling 2: residuals and Gram",
+                                "disLR: k(Y,A_i) k(A_i,Y)"])
+def test_a_measured_budget_without_a_worker_lost_in_a_gram_part_stays_within_the_budget(at):
+    """The measured ridge rounds (disLR's Gram in parts, :mod:`kernelscale.horizontal.measured`)
+    with a worker lost in one of the parts: the budget holds, nothing goes to or comes
+    from it afterwards, and the mean excess over three seeds is within twice that of the
+    same budgeted fit on the others alone plus 0.05 (the parts before the loss hold its
+    rows, the ratio estimate scales each part to all of them)."""
+    from kernelscale.horizontal.budget import plan_budget
+    from kernelscale.horizontal.piloted import piloted_fit
+
+    with_loss, without = [], []
+    for seed in range(3):
+        parts = _data(seed, n=150)
+        plan = plan_budget(20_000, [p.shape[0] for p in parts], 5, 3, kernel=KERNEL,
+                           center=True, methods=["diskpca"], measured=True)
+        cluster = LosingCluster(parts, at)
+        with pytest.warns(LostWorkerWarning, match=re.escape(f"lost in round '{at}'")):
+            model, ran = piloted_fit(cluster, KERNEL, plan, center=True, random_state=seed)
+        assert ran.method == "diskpca" and "shares" in ran.pilot
+        assert cluster.ledger.total_words("fit") <= 20_000
+        _check_nothing_to_or_from_the_victim(cluster)
+        alone, _ = piloted_fit(LocalCluster(_others(parts)), KERNEL, plan, center=True,
+                               random_state=seed)
+        X = np.vstack(_others(parts))
+        with_loss.append(_excess(model, X, 3))
+        without.append(_excess(alone, X, 3))
     assert np.mean(with_loss) <= 2 * np.mean(without) + 0.05

@@ -89,6 +89,27 @@ class BudgetPlan:
     def n_landmarks(self) -> int:
         return self.forecast.n_landmarks
 
+    @property
+    def choosing_words(self) -> int:
+        """What choosing cost: the plan's words minus those of its method at the same size
+        sent in one go (no pilot to read, no Gram in parts to measure with).
+
+        0 where the forecast chose without a pilot. After a pilot, the uniform methods'
+        second draw (one count per worker); the measured ridge rounds' extra trace
+        words and count rounds (:mod:`kernelscale.horizontal.measured`), less the
+        settings their last Gram part does not repeat: a few words per worker, and
+        negative where the measured rounds send fewer words than the plain ones.
+        """
+        if self.pilot is None:
+            return 0
+        args, sizing = split_sizing(self)
+        for option in ("measured", "round_shares", "n_pilot", "ridge_scale"):
+            sizing.pop(option, None)
+        size = ({"n_random_features": self.forecast.n_random_features}
+                if self.method == "random_features" else {"n_landmarks": self.n_landmarks})
+        plain = forecast_words(self.method, *args, **sizing, **size)
+        return self.forecast.words - plain.words
+
 
 def largest_within(method: str, max_words: int, n_rows: Sequence[int], n_features: int,
                    n_components: int = 10, **options) -> Forecast | None:
@@ -179,10 +200,40 @@ def plan_budget(max_words: int, n_rows: Sequence[int], n_features: int,
     if method is None:
         raise WordBudgetError(_too_small(max_words, n_rows, n_features, n_components,
                                          allowed, common))
-    return BudgetPlan(max_words=max_words, method=method, forecast=candidates[method],
+    forecast = candidates[method]
+    floor = _batch_floor(method, candidates, n_rows, n_features, n_components, common)
+    if floor is not None:
+        method, forecast, reason = "uniform_batch", floor, (
+            f"{method} would take |Y| = {candidates[method].n_landmarks}, fewer than the "
+            f"{floor.n_landmarks} points uniform + batch takes just below {method}'s cost of "
+            f"{n_components} landmarks: uniform + batch with those {floor.n_landmarks}, so "
+            "that a larger budget never buys fewer landmarks")
+    return BudgetPlan(max_words=max_words, method=method, forecast=forecast,
                       candidates=candidates, reason=reason,
                       sizing=dict(n_rows=list(n_rows), n_features=n_features,
                                   n_components=n_components, **common))
+
+
+def _batch_floor(method: str, candidates: dict, n_rows, n_features: int, n_components: int,
+                 common: dict) -> Forecast | None:
+    """Uniform + batch at the size it reaches just below ``method``'s cost of k landmarks,
+    where ``method`` (disLR's) takes fewer landmarks than that; else None.
+
+    Below disLR's cost of k landmarks the plan is uniform + batch at the most points
+    within B, m* of them just below that cost (m* > k: batch sends no Gram). Switching to
+    disLR at k landmarks there would buy fewer landmarks with more words; the plan keeps
+    uniform + batch with m* points (the words above its forecast unspent) until disLR
+    reaches m*, so that the plan's |Y| never falls as B grows.
+    """
+    if method not in ("diskpca", "uniform_dislr") or "uniform_batch" not in candidates:
+        return None
+    k_words = forecast_words(method, n_rows, n_features, n_components,
+                             **{**common, "n_landmarks": n_components}).words
+    floor = largest_within("uniform_batch", k_words - 1, n_rows, n_features, n_components,
+                           **common)
+    if floor is None or candidates[method].n_landmarks >= floor.n_landmarks:
+        return None
+    return floor
 
 
 def split_sizing(plan: BudgetPlan) -> tuple[list, dict]:

@@ -101,6 +101,16 @@ def pilot_applies(estimator, info, cluster) -> bool:
             and min(info.n_rows) >= 1 and getattr(cluster, "secure_rounds", None) is None)
 
 
+def measures(estimator) -> bool:
+    """Whether a budgeted fit's ridge rounds measure as they go
+    (:mod:`kernelscale.horizontal.measured`): ``method`` and ``n_leverage`` unset,
+    the ridge sampler, ``messages='gram'`` and an RBF or Laplacian kernel."""
+    est = estimator
+    return (est.method is None and est.n_leverage is None and est.sampler == "ridge"
+            and est.messages == "gram"
+            and bool(getattr(est.kernel_, "is_shift_invariant", False)))
+
+
 def _options(est) -> dict:
     return dict(kernel=est.kernel_, center=bool(est.center), messages=est.messages,
                 n_leverage=est.n_leverage, chunk_size=est.chunk_size,
@@ -144,7 +154,8 @@ def budget_plan(estimator, X, info, cluster) -> BudgetPlan:
         int(est.max_words), info.n_rows, info.n_features, est.n_components,
         kernel=est.kernel_, center=bool(est.center),
         has_feature_map=kernel_name(est.kernel) in KERNELS,
-        methods=None if est.method is None else [est.method], **options)
+        methods=None if est.method is None else [est.method],
+        measured=measures(est), **options)
     LOGGER.info("max_words=%s: %s with %s (forecast %s words; %s)%s", f"{est.max_words:,}",
                 plan.method, plan.forecast.setting, f"{plan.forecast.words:,}",
                 plan.reason, "; its uniform pilot may change the method"

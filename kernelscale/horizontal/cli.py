@@ -132,10 +132,13 @@ def _print_budget(n_rows, d, args, options) -> None:
         plan_budget,
     )
 
+    measured = (args.sampler == "ridge" and args.messages == "gram"
+                and options["kernel"].is_shift_invariant)  # as choice.measures
     print(f"{'method':<16} {'largest setting':>16} {'fit words':>12} {'upload words':>13} "
           f"{'rounds':>7}")
     for method in FORECAST_METHODS:
-        f = largest_within(method, args.max_words, n_rows, d, args.n_components, **options)
+        f = largest_within(method, args.max_words, n_rows, d, args.n_components,
+                           measured=measured, **options)
         if f is None:
             why = "all the data and its model" if method == "exact" else "k components"
             print(f"{method:<16} {'-':>16}   ({why} cost more than {args.max_words:,} words)")
@@ -143,7 +146,8 @@ def _print_budget(n_rows, d, args, options) -> None:
         print(f"{method:<16} {f.setting:>16} {f.words:>12,} {f.upload_words:>13,} "
               f"{f.n_rounds:>7}")
     try:
-        plan = plan_budget(args.max_words, n_rows, d, args.n_components, **options)
+        plan = plan_budget(args.max_words, n_rows, d, args.n_components, measured=measured,
+                           **options)
     except WordBudgetError as exc:
         print(f"fit --max-words {args.max_words} stops with an error: "
               f"{in_flags(exc, getattr(args, 'flag_names', None))}")
@@ -168,6 +172,10 @@ def _print_budget(n_rows, d, args, options) -> None:
               f"{options or 'no other method'} instead (the pilot's points count towards "
               f"their sample); where it is concentrated (flatness >= {PEAKED}), the ridge "
               "rounds draw by the plain residual")
+        if measured:
+            print("  its ridge rounds measure as they go: disLR's Gram comes in parts with "
+                  "each round's points, and where round 1's ridge points added clearly less "
+                  "energy over every row than its uniform ones, round 2 draws uniformly")
 
 
 def _fit_setting(X, args) -> tuple[list[int], dict]:

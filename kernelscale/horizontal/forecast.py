@@ -36,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernelscale.horizontal.diskpca import MESSAGES, SAMPLERS, default_n_leverage, ridge_schedule
+from kernelscale.horizontal.measured import DISLR, first_share, residual_round_name
 from kernelscale.horizontal.preimage import PREIMAGE_ROUND
 from kernelscale.horizontal.sampling import defensive_share, defensive_split, needs_ridge_floor
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel, make_kernel
@@ -169,6 +170,8 @@ def forecast_words(
     n_pilot: int | None = None,
     ridge_scale: float = 1.0,
     preimage: bool = False,
+    measured: bool = False,
+    round_shares: Sequence[float] | None = None,
 ) -> Forecast:
     """The words a horizontal method's fit will send, round by round, before it runs.
 
@@ -211,6 +214,19 @@ embedding_dtype, chunk_size
         one round more for the landmark methods, the kernel's parameters down
         and ``|Y|(|Y|+1)/2 + |Y| d`` words up per worker ('exact' learns it at
         the master from the data it already holds; 'random_features' has none).
+    measured : bool, default=False
+        'diskpca' with the ridge sampler as a word budget runs it after its
+        pilot (:mod:`kernelscale.horizontal.measured`): disLR's Gram sent in
+        parts with each round's landmarks (one trace word per worker and part
+        more), from a pilot of ``n_pilot`` points (default the ridge sampler's,
+        :func:`~kernelscale.horizontal.diskpca.ridge_schedule`). Needs
+        ``messages='gram'``.
+    round_shares : sequence of float, optional
+        With ``measured``: each ridge round's uniform share as drawn (default:
+        round 1's :func:`~kernelscale.horizontal.measured.first_share`, then the
+        sampler's own, :func:`~kernelscale.horizontal.sampling.defensive_share`,
+        before any measurement). Words depend on them only through the count
+        of a second draw in a round that draws both ways (s words).
 
     Returns
     -------
@@ -236,7 +252,12 @@ embedding_dtype, chunk_size
     options = dict(kernel=kernel, center=bool(center), k=int(n_components), point=point,
                    n_rows=n_rows, chunk_size=int(chunk_size))
     m = 0
-    if method == "diskpca" and sampler == "ridge":
+    if method == "diskpca" and sampler == "ridge" and measured:
+        if messages != "gram":
+            raise ValueError("measured=True sends disLR's Gram in parts: messages='gram'.")
+        _measured_diskpca(rounds, n_landmarks, n_pilot, round_shares, ridge_scale=ridge_scale,
+                          **options)
+    elif method == "diskpca" and sampler == "ridge":
         _ridge_diskpca(rounds, n_landmarks, n_leverage, messages, ridge_scale=ridge_scale,
                        **options)
     elif method == "diskpca":
@@ -341,6 +362,46 @@ def _ridge_diskpca(rounds, n_landmarks, n_leverage, messages, *, kernel, k, poin
                           k=k, point=point, chunk_size=chunk_size, ridge_scale=ridge_scale)
     _dislr(rounds, n_landmarks, new, messages, kernel=kernel, k=k, point=point,
            chunk_size=chunk_size, **options)
+
+
+def _measured_diskpca(rounds, n_landmarks, n_pilot, round_shares, *, kernel, center, k, point,
+                      chunk_size, ridge_scale: float = 1.0, **_) -> None:
+    """:func:`kernelscale.horizontal.measured.measured_ridge` after its pilot: each round's
+    landmarks down with the Gram's new columns up, the draws, disLR's last part."""
+    targets = ridge_schedule(kernel, k, n_landmarks, n_pilot)
+    config = {"kernel": kernel.to_dict(), "chunk_size": int(chunk_size), "center": bool(center)}
+    _uniform_sample(rounds, "pilot sampling", targets[0], point)
+    known, sent = 0, targets[0]
+    for j in range(1, len(targets)):
+        name = residual_round_name(j)
+        rounds.add(name, DOWN, "raw_points", sent * point)
+        rounds.add(name, DOWN, "model", count_words({**(config if j == 1 else {}),
+                                                     "ridge": 0.0}))
+        _gram_part(rounds, name, known, sent, center, extra=2)  # + the residual sums
+        known += sent
+        last = j == len(targets) - 1
+        share = (round_shares[j - 1] if round_shares is not None else
+                 first_share(kernel, targets[0], k, ridge_scale, last) if j == 1 else
+                 defensive_share(kernel, targets[0], k, ridge_scale))
+        by_residual, by_uniform = defensive_split(targets[j] - targets[j - 1], share)
+        if by_residual:
+            _draw(rounds, f"ridge sampling {j}", by_residual, point)
+        if by_uniform:
+            _draw(rounds, f"ridge sampling {j}: uniform share", by_uniform, point)
+        sent = targets[j] - targets[j - 1]
+    rounds.add(DISLR, DOWN, "raw_points", sent * point)
+    rounds.add(DISLR, DOWN, "model", count_words(config if len(targets) == 1 else
+                                                 {"center": bool(center)}))
+    _gram_part(rounds, DISLR, known, sent, center)
+    rounds.add("disLR: components", DOWN, "model", n_landmarks * k + (n_landmarks if center
+                                                                       else 0))
+
+
+def _gram_part(rounds, name, known: int, new: int, center: bool, extra: int = 0) -> None:
+    """:func:`kernelscale.horizontal.measured.gram_columns` from every worker: the Gram's
+    new columns, ``extra`` scalars, the new row sums (centred) and the trace."""
+    rounds.add(name, UP, "sketch", known * new + new * (new + 1) // 2)
+    rounds.add(name, UP, "scalars", extra + (new if center else 0) + 1)
 
 
 def _paper_diskpca(rounds, n_landmarks, n_leverage, messages, t, p, m, embedding_dtype, *,

@@ -23,6 +23,7 @@ from kernelscale.horizontal.draws import (
     uniform_sample_step,
 )
 from kernelscale.horizontal.forecast import forecast_words
+from kernelscale.horizontal.measured import measured_ridge
 from kernelscale.horizontal.pilot import choose_after_pilot, diagonal_spread, flatness
 from kernelscale.linalg import as_generator
 from kernelscale.runtime import validate_cluster, worker_seeds
@@ -57,6 +58,7 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
     info = validate_cluster(cluster)
     check_kernel_input(kernel, info)
     cluster.tolerate_lost_from_here()  # with lost="drop", a worker lost from here is left out
+    measured = bool(plan.sizing.get("measured"))
     n_pilot = ridge_schedule(kernel, k, n_y, n_leverage)[0]
     # Step 1: the uniform pilot, the ridge sampler's first round (its words count in B)
     arrivals: list = []  # the rows each worker sent, for uniform + batch's weights
@@ -71,6 +73,18 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
                                                      info.n_samples)
     pilot = {"n_pilot": n_pilot, "phi": phi, "diagonal_spread": spread,
              "forecast_method": plan.method}
+    if method == "diskpca" and measured:
+        model, measurement = measured_ridge(cluster, kernel, k, n_y, (P, received, info),
+                                            center=center, chunk_size=chunk_size, rng=rng,
+                                            redraw=redraw, ridge_scale=ridge_scale,
+                                            eigensolver=eigensolver)
+        model.info = {"method": "diskpca", "messages": messages, "sampler": "ridge",
+                      "n_leverage": n_pilot, **measurement}
+        args, sizing = split_sizing(plan)
+        forecast = forecast_words("diskpca", *args, n_y, **sizing, n_pilot=n_pilot,
+                                  ridge_scale=ridge_scale, round_shares=measurement["shares"])
+        return model, replace(plan, forecast=forecast, reason=reason + _measured(measurement),
+                              pilot={**pilot, **measurement})
     if method == "diskpca":
         model = diskpca(cluster, kernel, k, n_y, n_leverage, messages=messages, center=center,
                         chunk_size=chunk_size, random_state=rng, redraw=redraw,
@@ -101,3 +115,14 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
         broadcast_landmark_model(cluster, model, "batch KPCA: landmarks and components")
         model.info |= {"method": "uniform_batch", "n_pilot": n_pilot}
     return model, replace(plan, method=method, forecast=forecast, reason=reason, pilot=pilot)
+
+
+def _measured(measurement: dict) -> str:
+    """What the measured rounds found, as the end of the plan's reason."""
+    gain, shares = measurement["ridge_gain"], measurement["shares"]
+    if gain is None:
+        return ""
+    how = {0.0: "all its points by the ridge residual", 1.0: "all its points uniformly"}.get(
+        shares[-1], f"a share of {shares[-1]:g} of its points uniformly, as the sampler does")
+    return (f"; round {len(shares)} drew {how}: round {len(shares) - 1}'s ridge points added "
+            f"{gain:.2f}x the energy of its uniform ones over every row")

@@ -34,6 +34,7 @@ from kernelscale.kernels import Kernel
 __all__ = [
     "AT_OPTIMUM",
     "BUDGETS",
+    "CELL_FIELDS",
     "DATASETS",
     "K",
     "KERNELS",
@@ -113,36 +114,54 @@ def sampler_fingerprint() -> str:
 
 def rule_fingerprint() -> str:
     """A fingerprint of the budget rule and sampler: every function and constant of
-    :mod:`kernelscale.horizontal.pilot`, the piloted fit, and the forecast's choice and
-    resizing.
+    :mod:`kernelscale.horizontal.pilot`, :mod:`~kernelscale.horizontal.measure` and
+    :mod:`~kernelscale.horizontal.measured`, the piloted fit, and the forecast's choice
+    and resizing.
 
     A cached budgeted fit is redone when it changes (not when a docstring does).
     """
     import inspect
 
-    from kernelscale.horizontal import budget, pilot, piloted
+    from kernelscale.horizontal import budget, choice, measure, measured, pilot, piloted
 
-    own = [f for f in vars(pilot).values()
-           if inspect.isfunction(f) and f.__module__ == pilot.__name__]
-    constants = tuple(value for name, value in vars(pilot).items() if name.isupper())
-    return _source_fingerprint((budget._choose, budget.pilot_sizes, piloted.piloted_fit, *own),
+    own = [f for module in (pilot, measure, measured) for f in vars(module).values()
+           if inspect.isfunction(f) and f.__module__ == module.__name__]
+    constants = tuple(value for module in (pilot, measure, measured)
+                      for name, value in vars(module).items() if name.isupper())
+    return _source_fingerprint((budget._choose, budget._batch_floor, budget.pilot_sizes,
+                                piloted.piloted_fit,
+                                choice.measures, measure.SpanGram.dislr, measure.SpanGram.captured,
+                                measured._Gram.add, *own),
                                repr(constants) + sampler_fingerprint())
 
 
-def cell_table(rows: list[dict]):
-    """Per (data, kernel, centring, B): the budgeted fit against the best method within B.
+#: The fields of a grid cell's key (the budget last).
+CELL_FIELDS = ("dataset", "kernel", "centred", "budget")
+
+
+def _cell_order(key: tuple) -> tuple:
+    """Cells by data, kernel, centred before uncentred (or set-up by name), then budget."""
+    middle = [(not v) if isinstance(v, bool) else str(v) for v in key[2:-1]]
+    return (key[0], key[1], *middle, key[-1])
+
+
+def cell_table(rows: list[dict], fields: Sequence[str] = CELL_FIELDS,
+               tolerance: float | None = None):
+    """Per cell (``fields`` of the rows, the budget B last): the budgeted fit against the
+    best method within B.
 
     Only seeds where the budgeted fit and every method ran are compared. A cell is
-    ``undecided`` where the budgeted fit's excess minus :data:`TOLERANCE` x the best
-    method's, paired by seed, is within 2 standard errors of 0 (and the budgeted fit is not
-    the best method's own fit): its seeds cannot tell whether it meets the bar.
+    ``undecided`` where the budgeted fit's excess minus ``tolerance`` (default
+    :data:`TOLERANCE`) x the best method's, paired by seed, is within 2 standard
+    errors of 0 (and the budgeted fit is not the best method's own fit): its seeds
+    cannot tell whether it meets the bar; ``met`` is judged against the same factor.
     """
+    tolerance = TOLERANCE if tolerance is None else tolerance
     cells = defaultdict(lambda: defaultdict(dict))
     for r in rows:
-        cells[(r["dataset"], r["kernel"], r["centred"], r["budget"])][r["method"]][r["seed"]] = r
+        cells[tuple(r[f] for f in fields)][r["method"]][r["seed"]] = r
     out = []
-    for key, methods in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1],
-                                                               not kv[0][2], kv[0][3])):
+    for key, methods in sorted(cells.items(), key=lambda kv: _cell_order(kv[0])):
         if "budget" not in methods:
             continue
         sized = [m for m in methods if m != "budget"]
@@ -161,9 +180,9 @@ def cell_table(rows: list[dict]):
         spread = [np.var([methods[m][s]["excess"] for s in seeds], ddof=1) / len(seeds)
                   if len(seeds) > 1 else float("nan") for m in ("budget", best)]
         noise = float(np.sqrt(sum(spread)))
-        met = mean[best] < AT_OPTIMUM or mine <= TOLERANCE * mean[best]
-        # Paired by seed: budgeted - TOLERANCE x best, its mean against its standard error.
-        gap = [methods["budget"][s]["excess"] - TOLERANCE * methods[best][s]["excess"]
+        met = mean[best] < AT_OPTIMUM or mine <= tolerance * mean[best]
+        # Paired by seed: budgeted - tolerance x best, its mean against its standard error.
+        gap = [methods["budget"][s]["excess"] - tolerance * methods[best][s]["excess"]
                for s in seeds]
         margin = (float(np.mean(gap) / (np.std(gap, ddof=1) / np.sqrt(len(seeds))))
                   if len(seeds) > 1 and np.std(gap) > 0 else float("inf"))
@@ -171,7 +190,7 @@ def cell_table(rows: list[dict]):
         chosen = defaultdict(int)
         for s in seeds:
             chosen[methods["budget"][s]["chosen"]] += 1
-        over = [s for s in seeds if methods["budget"][s]["fit_words"] > key[3]]
+        over = [s for s in seeds if methods["budget"][s]["fit_words"] > key[-1]]
         out.append({"key": key, "seeds": seeds, "mean": mean, "seconds": secs, "words": words,
                     "best": best, "ratio": ratio, "met": met, "chosen": dict(chosen),
                     "noise": noise,
@@ -209,26 +228,34 @@ class Cache:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
 
-    def _path(self, dataset, which, centred) -> Path:
-        return self.folder / f"{dataset}_{which}_{'centred' if centred else 'uncentred'}.jsonl"
+    def _path(self, dataset, which, centred, setup=None) -> Path:
+        where = setup if setup is not None else "centred" if centred else "uncentred"
+        return self.folder / f"{dataset}_{which}_{where}.jsonl"
 
-    def load(self, dataset: str, which: str, centred: bool) -> dict:
-        """The setting's fits by (budget, seed, method, tag); empty where none ran."""
-        path = self._path(dataset, which, centred)
+    def load(self, dataset: str, which: str, centred: bool, setup: str | None = None) -> dict:
+        """The setting's fits by (budget, seed, method, tag); empty where none ran.
+
+        ``setup``: the name of a set-up (``benchmarks/budget_setups.py``), which
+        then names the file in place of the centring.
+        """
+        path = self._path(dataset, which, centred, setup)
         if not path.exists():
             return {}
         rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         return {(r["budget"], r["seed"], r["method"], r.get("rule", "")): r for r in rows}
 
     def add(self, row: dict) -> None:
-        """Append one fit (with keys dataset, kernel, centred, budget, seed, method, rule)."""
-        with open(self._path(row["dataset"], row["kernel"], row["centred"]), "a") as handle:
+        """Append one fit (with keys dataset, kernel, centred, budget, seed, method, rule,
+        and optionally setup)."""
+        path = self._path(row["dataset"], row["kernel"], row["centred"], row.get("setup"))
+        with open(path, "a") as handle:
             handle.write(json.dumps(row) + "\n")
 
 
 def one_fit(parts: list, kernel: Kernel, ref: dict, budget: int, seed: int, center: bool,
-            options: dict) -> dict | None:
-    """``DistributedKernelPCA(K, max_words=budget, **options)`` on ``parts``, measured.
+            options: dict, n_components: int = K) -> dict | None:
+    """``DistributedKernelPCA(n_components, max_words=budget, **options)`` on ``parts``,
+    measured.
 
     Returns
     -------
@@ -237,8 +264,8 @@ def one_fit(parts: list, kernel: Kernel, ref: dict, budget: int, seed: int, cent
         (one centring of :func:`~kernelscale.bench.settings.references`) and the
         plan's reason; None where no fit is within the budget.
     """
-    est = DistributedKernelPCA(K, max_words=budget, random_state=seed, center=center,
-                               **kernel_options(kernel), **options)
+    est = DistributedKernelPCA(n_components, max_words=budget, random_state=seed,
+                               center=center, **kernel_options(kernel), **options)
     start = time.perf_counter()
     try:
         est.fit(parts)
@@ -252,6 +279,7 @@ def one_fit(parts: list, kernel: Kernel, ref: dict, budget: int, seed: int, cent
             "n_landmarks": int(est.model_.landmarks.shape[0])
             if hasattr(est.model_, "landmarks") else 0,
             "fit_words": est.communication_.total_words("fit"), "seconds": round(seconds, 3),
+            "choosing_words": plan.choosing_words,
             "error": err, "excess": (err - ref["opt"]) / (ref["trace"] - ref["opt"]),
             "reason": plan.reason}
 

@@ -25,9 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelscale.bench.budget_grid import AT_OPTIMUM, DATASETS, KERNELS, Cache, K
 from kernelscale.bench.settings import KERNEL_LABELS
 from kernelscale.horizontal import pilot, sampling
+
+from .budget_grid import AT_OPTIMUM, DATASETS, KERNELS, Cache, K
 
 __all__ = [
     "CANDIDATES",
@@ -111,7 +112,7 @@ def load_fits(path: Path) -> dict:
 
 def sized_best(datasets: Iterable[str], cache_folder: Path) -> dict:
     """Per (data, kernel, B, seed): the sized methods' excess from the budget grid's cache
-    (:class:`~kernelscale.bench.budget_grid.Cache` of ``cache_folder``), centred."""
+    (:class:`~budget_shared.budget_grid.Cache` of ``cache_folder``), centred."""
     cache, best = Cache(cache_folder), {}
     for dataset in datasets:
         for which in KERNELS:
@@ -274,7 +275,7 @@ class FitTable:
 
 def ratio(c: dict) -> float:
     """A cell's budgeted mean excess over the best method's (1 where the best is at the
-    optimum, below :data:`~kernelscale.bench.budget_grid.AT_OPTIMUM`)."""
+    optimum, below :data:`~budget_shared.budget_grid.AT_OPTIMUM`)."""
     return 1.0 if c["best"] < AT_OPTIMUM else c["budget"] / c["best"]
 
 

@@ -4,7 +4,7 @@
 fit the ridge sampler (:func:`kernelscale.horizontal.diskpca.diskpca`) with a
 uniform pilot of a given size (:data:`PILOTS`) and ridge scale, each sized to
 the same word budget B (:func:`sized`), on the word-budget grid's data,
-kernels, seeds and partitions (:mod:`kernelscale.bench.budget_grid`). The
+kernels, seeds and partitions (:mod:`budget_shared.budget_grid`). The
 scripts pass their output folder and the references' folder.
 
 >>> quarter(100), quarter(20), PILOTS["k"](400)
@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kernelscale.bench.budget_grid import DATASETS, K, largest_landmarks_within, measured_fit
 from kernelscale.bench.runner import write_rows
 from kernelscale.bench.settings import load_set, make_setting_kernel, n_workers, references
 from kernelscale.horizontal.diskpca import diskpca
@@ -28,6 +27,8 @@ from kernelscale.horizontal.forecast import forecast_words
 from kernelscale.horizontal.pilot import flatness
 from kernelscale.kernels import Kernel
 from kernelscale.partition import make_partition, split
+
+from .budget_grid import DATASETS, K, largest_landmarks_within, measured_fit
 
 __all__ = [
     "BUDGETS",
