@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import os
 import sys
 import time
 import warnings
@@ -412,21 +413,85 @@ def _show_warning(message, category, filename, lineno, file=None, line=None,
         print_warning(message, flags)
 
 
+class StdoutError(Exception):
+    """Standard output cannot be written (a full disk, a closed pipe): the message says
+    so, and which result files were written all the same."""
+
+
+class _GuardedStdout:
+    """``sys.stdout`` whose write errors are :class:`StdoutError`, not a bare OSError that
+    would read as if the result file could not be written."""
+
+    def __init__(self, stream, written_before: int):
+        self._stream, self._written_before = stream, written_before
+
+    def _failed(self, exc: OSError) -> StdoutError:
+        from kernelscale.files import WRITTEN
+
+        written = list(WRITTEN)[self._written_before:]
+        done = (f"; {', '.join(map(str, written))} {'was' if len(written) == 1 else 'were'} "
+                "written whole" if written else "")
+        return StdoutError(f"cannot write to standard output ({exc.strerror or exc}){done}")
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _discard_stdout(stream) -> None:
+    """Point a failed stdout at the null device, so that the interpreter's last flush
+    does not fail again with a second message."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stream.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a capture)
+        pass
+
+
 def main(argv=None) -> int:
     """Run the ``kernelscale`` command with ``argv`` (default: ``sys.argv[1:]``); exit code."""
+    from kernelscale.files import (
+        WRITTEN,
+        Terminated,
+        release_claims,
+        terminating_signals_raise,
+    )
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version (0) or a usage error (2, one line)
         return exc.code if isinstance(exc.code, int) else 2
-    saved_showwarning = warnings.showwarning
+    saved_showwarning, stdout = warnings.showwarning, sys.stdout
     flags = getattr(args, "flag_names", None)  # the subcommand's {parameter: flag}
     try:
-        # The Dask client of --scheduler / --dask-workers (None: in-process).
-        with warnings.catch_warnings(), cli_client(args) as args.client:
+        # SIGTERM and SIGHUP end the command as Ctrl-C does: temporaries and claims
+        # are removed on the way out. The Dask client of --scheduler / --dask-workers
+        # (None: in-process).
+        with terminating_signals_raise(), warnings.catch_warnings(), \
+                cli_client(args) as args.client:
             warnings.simplefilter("default")
             warnings.showwarning = functools.partial(_show_warning, flags=flags)
-            return args.func(args)
+            sys.stdout = _GuardedStdout(stdout, len(WRITTEN))
+            code = args.func(args)
+            sys.stdout.flush()
+            return code
+    except StdoutError as exc:
+        _discard_stdout(stdout)
+        print_error(exc)
+        return 2
     except (UsageError, ValueError, TypeError, OSError, ImportError) as exc:
         # OSError: missing files, and paths that cannot be written (an --out
         # inside a file or a missing directory, no permission).
@@ -435,8 +500,12 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("kernelscale: interrupted", file=sys.stderr)
         return 130
+    except Terminated as exc:
+        print(f"kernelscale: {exc}", file=sys.stderr)
+        return 128 + exc.signum
     finally:
-        warnings.showwarning = saved_showwarning
+        warnings.showwarning, sys.stdout = saved_showwarning, stdout
+        release_claims()
 
 
 if __name__ == "__main__":

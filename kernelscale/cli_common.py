@@ -17,7 +17,8 @@ the data-file options.
 * Every command that writes a file checks it first with :func:`check_output`:
   never an input (under any name), an existing file replaced only when it is a
   kernelscale model file or with ``--force``, the directory writable before any
-  work; the file is then written atomically (:mod:`kernelscale.files`).
+  work, and the output claimed so that a second command writing it at once is
+  refused; the file is then written atomically (:mod:`kernelscale.files`).
 """
 
 from __future__ import annotations
@@ -238,26 +239,32 @@ def add_force_arg(p: argparse.ArgumentParser, what: str = "--out") -> None:
 
 def check_output(out, inputs, force: bool = False, *, suffixes=None, replaceable=None,
                  what: str = "", flag: str = "--out", create_parents: bool = False) -> Path:
-    """Check an output path before any work: the one rule of every command that writes.
+    """Check and claim an output path before any work: the one rule of every command
+    that writes.
 
     * ``suffixes``: the extensions the command writes (an error names them);
     * never one of ``inputs``, under any name (:func:`check_not_an_input`), even
       with ``--force``;
     * an existing file (or link) is replaced only when ``replaceable(out)`` says
-      kernelscale wrote it (a model file carries its marker) or with ``force``;
+      kernelscale wrote it (a model file carries its header) or with ``force``;
     * the directory must take a new file now (:func:`kernelscale.files.check_writable`),
-      so a fit never runs for an output it cannot write.
+      so a fit never runs for an output it cannot write;
+    * the output is claimed for this process (:func:`kernelscale.files.claim_output`):
+      a second command writing it at the same time is refused here, before its
+      work, and a file that did not exist is never replaced by the publish.
 
-    The file itself is then written atomically (:mod:`kernelscale.files`).
+    The file itself is then written atomically (:mod:`kernelscale.files`), which
+    releases the claim (:func:`kernelscale.cli.main` releases any left).
     """
-    from kernelscale.files import check_writable
+    from kernelscale.files import check_writable, claim_output
 
     out = Path(out)
     if suffixes and out.suffix not in suffixes:
         raise UsageError(f"{flag} must end in {' or '.join(suffixes)}, got {out.name}")
     check_not_an_input(out, inputs, flag)
-    if os.path.lexists(out) and not out.is_dir() and not force \
-            and not (replaceable is not None and replaceable(out)):
+    exists = os.path.lexists(out) and not out.is_dir()
+    ours = exists and replaceable is not None and replaceable(out)
+    if exists and not force and not ours:
         kind = "" if replaceable is None else f" and is not {what}"
         raise UsageError(f"{flag} {out} exists{kind}; give --force to replace it, or choose "
                          f"another {flag}")
@@ -265,6 +272,13 @@ def check_output(out, inputs, force: bool = False, *, suffixes=None, replaceable
         check_writable(out, create_parents=create_parents)
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from exc
+    if not out.parent.is_dir():  # bench creates its directory later: nothing to lock yet
+        return out
+    try:
+        claim_output(out, replace=force or ours)
+    except FileExistsError as exc:
+        raise UsageError(f"{flag} {out}: {exc.strerror}; wait for it, or choose another "
+                         f"{flag}") from exc
     return out
 
 
