@@ -195,6 +195,24 @@ def test_a_full_stdout_is_named_after_the_model_was_written(fitted, tmp_path, mo
     load_model(model)
 
 
+@pytest.mark.parametrize("command, options", [
+    ("fit", FIT),
+    ("stream", ["--n-random-features", "20", "--sketch-size", "6", "--gamma", "0.1",
+                "--quiet"]),
+])
+def test_a_users_archive_named_like_ours_is_not_replaced_without_force(
+        fitted, tmp_path, command, options, capsys):
+    """fit/stream --out r.npz replaced a user's np.savez(params=..., weights=...): any zip
+    with a member named params.npy or __header__.npy was taken for a model."""
+    data, _ = fitted
+    own = tmp_path / "r.npz"
+    np.savez(own, params=np.arange(4.0), weights=np.ones(3))
+    before = own.read_bytes()
+    line = one_error_line([command, "--data", str(data), "--out", str(own), *options], capsys)
+    assert f"--out {own} exists and is not a kernelscale model file; give --force" in line
+    assert own.read_bytes() == before
+
+
 def test_claims_are_per_output_and_released(tmp_path):
     claim = claim_output(tmp_path / "a.npy", replace=False)
     assert lock_path(tmp_path / "a.npy").exists()

@@ -4,12 +4,14 @@ The file keeps ``model_`` (a :class:`~kernelscale.model.KernelPCAModel` or
 :class:`~kernelscale.model.RandomFeaturePCAModel`), ``method_`` and
 ``lost_workers_``; every other fitted attribute follows from ``model_`` and the
 parameters, as ``fit`` derives it (``DistributedKernelPCA._derive_fitted_attributes``,
-which also recomputes the pre-image map at the master).
+which also recomputes the pre-image map at the master). :func:`diskpca_layout` says
+what the file's arrays must be.
 """
 
 from __future__ import annotations
 
-from kernelscale.model import model_from_arrays, model_to_arrays
+from kernelscale.model import declare_model, model_from_arrays, model_to_arrays
+from kernelscale.model_registry import register_layout
 
 
 def diskpca_state(estimator) -> tuple[dict, dict]:
@@ -26,3 +28,30 @@ def restore_diskpca(estimator, arrays: dict, meta: dict) -> None:
     estimator.method_ = meta["method"]
     estimator.lost_workers_ = list(meta["lost_workers"])
     estimator._derive_fitted_attributes()
+
+
+#: The methods a fitted DistributedKernelPCA may have run.
+FITTED_METHODS = ("diskpca", "uniform_dislr", "uniform_batch", "exact", "random_features")
+
+
+def diskpca_layout(layout, state: dict, header: dict) -> None:
+    """Check a ``DistributedKernelPCA`` file's arrays against its header (see
+    :mod:`kernelscale.model_layout`): its model's, with the estimator's features and
+    components."""
+    n_features, k = declare_model(layout, state.get("model"), prefix="model.")
+    if n_features != header["n_features_in"]:
+        raise layout.error(f"its model takes {n_features:,} features, its header says "
+                           f"n_features_in = {header['n_features_in']:,}")
+    n_components = header["params"].get("n_components")
+    if n_components is not None and k != n_components:
+        raise layout.error(f"its model has {k:,} components, its parameters say "
+                           f"n_components = {n_components:,}")
+    if state.get("method") not in FITTED_METHODS:
+        raise layout.error(f"its header's method is {state.get('method')!r}, not one of "
+                           f"{', '.join(FITTED_METHODS)}")
+    lost = state.get("lost_workers")
+    if not isinstance(lost, list) or not all(isinstance(w, int) and w >= 0 for w in lost):
+        raise layout.error(f"its header's lost_workers are {lost!r}, not worker numbers")
+
+
+register_layout("distributed_kpca", diskpca_layout)

@@ -33,6 +33,7 @@ from kernelscale.model import load_model, save_model
 from kernelscale.model_registry import register_estimator
 from kernelscale.progress import get_logger, progress_bar, verbosity
 from kernelscale.runtime.validation import check_real
+from kernelscale.streaming import model_state  # noqa: F401 - registers the file's layout
 from kernelscale.streaming.baselines import RNCA, StreamingNystrom
 from kernelscale.streaming.skpca import SKPCA, StreamingMethod
 
