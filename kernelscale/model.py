@@ -26,7 +26,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
-from kernelscale.memory import MemoryNeed, check_memory, feature_map_bytes
+from kernelscale.memory import MemoryNeed, check_memory
+from kernelscale.memory_plans import feature_map_bytes
 from kernelscale.model_format import (  # noqa: F401 - FORMAT_VERSION: kernelscale.model's API
     FORMAT_VERSION,
     open_model_file,
@@ -35,7 +36,13 @@ from kernelscale.model_format import (  # noqa: F401 - FORMAT_VERSION: kernelsca
     write_model_file,
 )
 from kernelscale.model_format import is_model_file as _is_archive_of_a_model
-from kernelscale.model_layout import INTS, ModelLayout, declare_kernel
+from kernelscale.model_layout import (
+    INTS,
+    ModelLayout,
+    check_csr,
+    check_kernel_finite,
+    declare_kernel,
+)
 from kernelscale.model_registry import (
     UnloadableModel,
     declare_estimator,
@@ -163,7 +170,7 @@ class KernelPCAModel:
             nnz = layout.array(prefix + "landmarks_data", (None,)).shape[0]
             layout.array(prefix + "landmarks_indices", (nnz,), INTS)
             layout.array(prefix + "landmarks_indptr", (n_landmarks + 1,), INTS)
-            layout.check_values(lambda arrays: _check_csr(layout, arrays, prefix + "landmarks",
+            layout.check_values(lambda arrays: check_csr(layout, arrays, prefix + "landmarks",
                                                           n_features))
         elif sparse is False:
             layout.array(prefix + "landmarks", (n_landmarks, n_features))
@@ -172,7 +179,7 @@ class KernelPCAModel:
         layout.array(prefix + "center", (n_landmarks,), optional=True)
         if meta.get("trace") is not None:
             layout.number(meta["trace"], "trace")
-        layout.check_values(lambda arrays: _check_kernel_on(
+        layout.check_values(lambda arrays: check_kernel_finite(
             layout, kernel, _landmarks_of(arrays, meta, prefix)))
         return n_features, k
 
@@ -302,17 +309,6 @@ def declare_model(layout: ModelLayout, meta, prefix: str = "") -> tuple[int, int
     return MODEL_TYPES[model_type].declare(layout, meta, prefix)
 
 
-def _check_csr(layout: ModelLayout, arrays: dict, name: str, n_features: int) -> None:
-    """A CSR matrix's index arrays (``name_indptr``, ``name_indices``) are consistent."""
-    indptr, indices = arrays[f"{name}_indptr"], arrays[f"{name}_indices"]
-    if indptr[0] != 0 or indptr[-1] != indices.size or np.any(np.diff(indptr) < 0):
-        raise layout.error(f"member {name}_indptr.npy is not a CSR row pointer (from 0 to "
-                           f"{indices.size:,}, never decreasing)")
-    if indices.size and (indices.min() < 0 or indices.max() >= n_features):
-        raise layout.error(f"member {name}_indices.npy holds column indices outside 0 to "
-                           f"{n_features - 1:,}")
-
-
 def _landmarks_of(arrays: dict, meta: dict, prefix: str):
     if meta["sparse_landmarks"]:
         return sp.csr_matrix((arrays[prefix + "landmarks_data"],
@@ -320,26 +316,6 @@ def _landmarks_of(arrays: dict, meta: dict, prefix: str):
                               arrays[prefix + "landmarks_indptr"]),
                              shape=tuple(meta["landmarks_shape"]))
     return arrays[prefix + "landmarks"]
-
-
-def _check_kernel_on(layout: ModelLayout, described: dict, Y) -> None:
-    """The model's kernel gives finite values on its own landmarks (a polynomial degree
-    changed to a huge one overflows there, and every score would be NaN)."""
-    from kernelscale.kernels import make_kernel
-
-    kernel = make_kernel(**described)
-    with np.errstate(over="ignore", invalid="ignore"):
-        diag = kernel.diag(Y)
-    if not np.isfinite(diag).all():
-        raise layout.error(f"its {kernel.name} kernel ({_kernel_text(kernel)}) overflows on "
-                           f"its own landmarks: k(y, y) is not finite for "
-                           f"{int(np.sum(~np.isfinite(diag))):,} of them")
-
-
-def _kernel_text(kernel) -> str:
-    if kernel.name == "poly":
-        return f"degree {kernel.degree}, gamma {kernel.gamma:g}, coef0 {kernel.coef0:g}"
-    return f"gamma {kernel.gamma:g}" if kernel.gamma is not None else "no parameters"
 
 
 def model_to_arrays(model, prefix: str = "") -> tuple[dict, dict]:

@@ -167,3 +167,34 @@ def declare_kernel(layout: ModelLayout, described, where: str = "kernel") -> dic
         raise layout.error(f"its header's {where} {described!r} is not a kernel ({exc})") \
             from exc
     return described
+
+
+def check_csr(layout: ModelLayout, arrays: dict, name: str, n_features: int) -> None:
+    """A CSR matrix's index arrays (``name_indptr``, ``name_indices``) are consistent."""
+    indptr, indices = arrays[f"{name}_indptr"], arrays[f"{name}_indices"]
+    if indptr[0] != 0 or indptr[-1] != indices.size or np.any(np.diff(indptr) < 0):
+        raise layout.error(f"member {name}_indptr.npy is not a CSR row pointer (from 0 to "
+                           f"{indices.size:,}, never decreasing)")
+    if indices.size and (indices.min() < 0 or indices.max() >= n_features):
+        raise layout.error(f"member {name}_indices.npy holds column indices outside 0 to "
+                           f"{n_features - 1:,}")
+
+
+def check_kernel_finite(layout: ModelLayout, described: dict, Y) -> None:
+    """The model's kernel gives finite values on its own landmarks (a polynomial degree
+    changed to a huge one overflows there, and every score would be NaN)."""
+    from kernelscale.kernels import make_kernel
+
+    kernel = make_kernel(**described)
+    with np.errstate(over="ignore", invalid="ignore"):
+        diag = kernel.diag(Y)
+    if not np.isfinite(diag).all():
+        raise layout.error(f"its {kernel.name} kernel ({_kernel_text(kernel)}) overflows on "
+                           f"its own landmarks: k(y, y) is not finite for "
+                           f"{int(np.sum(~np.isfinite(diag))):,} of them")
+
+
+def _kernel_text(kernel) -> str:
+    if kernel.name == "poly":
+        return f"degree {kernel.degree}, gamma {kernel.gamma:g}, coef0 {kernel.coef0:g}"
+    return f"gamma {kernel.gamma:g}" if kernel.gamma is not None else "no parameters"

@@ -182,8 +182,8 @@ def test_a_streaming_header_naming_1e8_random_features_is_refused(files, tmp_pat
     out = _rewrite(files["stream"], tmp_path / "all.npz", header,
                    fd_rows=np.zeros((0, 10**8)))
     monkeypatch.setenv("KERNELSCALE_MEMORY_LIMIT", "1G")
-    with pytest.raises(MemoryError, match=r"needs about 10.4 GiB \(its 8 x 100,000,000 sketch: "
-                                          r"6.0 GiB; its random feature map: 4.5 GiB\) of "
+    with pytest.raises(MemoryError, match=r"needs about 8.9 GiB \(its 8 x 100,000,000 sketch: "
+                                          r"6.0 GiB; its random feature map: 3.0 GiB\) of "
                                           r"memory, more than the 1.0 GiB available"):
         load_model(out)
 
@@ -342,3 +342,15 @@ def test_a_vertical_model_refuses_a_party_file_that_changed(tmp_path):
     save_model(load_model(model), tmp_path / "again.npz")
     np.save(parts[0], X[:, :2] * 2)
     _refused(tmp_path / "again.npz", "a.npy changed since the model was saved")
+
+
+def test_a_vertical_model_whose_feature_blocks_overlap_is_refused(tmp_path):
+    """Two parties holding the same feature (and none the other) would project new rows
+    on the wrong columns."""
+    X = _data(3, n=30, d=4)
+    path = tmp_path / "v.npz"
+    save_model(VerticalKernelPCA(n_components=2, gamma=0.5).fit(X), path)
+    _, arrays = _members(path)
+    _refused(_rewrite(path, tmp_path / "overlap.npz",
+                      **{"feature_block.1": arrays["feature_block.0"]}),
+             "its feature blocks do not split the 4 features between the parties")

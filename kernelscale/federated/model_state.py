@@ -8,7 +8,7 @@ what their files' arrays must be (:func:`fk_kmeans_layout`, :func:`spectral_layo
 from __future__ import annotations
 
 from kernelscale.federated.fkkmeans import FKKMeansModel
-from kernelscale.memory import feature_map_bytes
+from kernelscale.memory_plans import feature_map_bytes
 from kernelscale.model import declare_model, model_from_arrays, model_to_arrays
 from kernelscale.model_layout import INTS
 from kernelscale.model_registry import register_layout, to_json_value

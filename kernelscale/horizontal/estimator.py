@@ -43,6 +43,7 @@ from kernelscale.horizontal.diskpca import SAMPLERS
 from kernelscale.horizontal.evaluate import distributed_error
 from kernelscale.horizontal.forecast import MIN_FIT_ROWS
 from kernelscale.horizontal.landmarks import landmark_batch, landmark_dislr
+from kernelscale.horizontal.memory_check import check_fit_memory
 from kernelscale.horizontal.model_state import diskpca_state, restore_diskpca
 from kernelscale.horizontal.params import METHODS, check_parameters
 from kernelscale.horizontal.piloted import piloted_fit
@@ -556,6 +557,7 @@ default=None
                 self.kernel_ = self._make_kernel(self.n_features_in_)
                 plan = choose_plan(self, X, info, cluster)
                 self.method_ = plan.method if plan else (self.method or "diskpca")
+                check_fit_memory(self, info, plan)  # what the plan holds, before any round
                 desc = f"{type(self).__name__}({self.method_})"
                 with track_rounds(cluster, LOGGER, desc, self.verbose):
                     if draws_pilot(self, plan):

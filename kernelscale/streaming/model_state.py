@@ -12,7 +12,7 @@ up front instead of filling the memory.
 
 from __future__ import annotations
 
-from kernelscale.memory import feature_map_bytes
+from kernelscale.memory_plans import feature_map_bytes
 from kernelscale.model_layout import TEXT, declare_kernel
 from kernelscale.model_registry import register_layout
 

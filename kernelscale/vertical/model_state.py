@@ -191,6 +191,13 @@ def vertical_layout(layout, state: dict, header: dict) -> None:
         if record is None:
             layout.array(f"training_block.{j}", (n_samples, size))
 
+    def one_party_per_feature(arrays) -> None:
+        columns = np.concatenate([arrays[f"feature_block.{j}"] for j in range(len(sizes))])
+        if not np.array_equal(np.sort(columns), np.arange(n_features)):
+            raise layout.error(f"its feature blocks do not split the {n_features:,} features "
+                               "between the parties (a feature twice, or none)")
+    layout.check_values(one_party_per_feature)
+
     def unchanged_files(arrays) -> None:
         for j, record in enumerate(paths):
             if isinstance(record, dict) and os.path.exists(record["path"]):
