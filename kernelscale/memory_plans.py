@@ -240,13 +240,18 @@ def check_streaming_memory(method: str, n_features: int, *, n_random_features: i
             return (f"the largest n_landmarks that fits is {most:,}" if most
                     else "even one landmark does not fit")
         m = largest_within(lambda v: need_of(m=v).total, 1, n_random_features, available)
-        advice = (f"the largest n_random_features that fits is {m:,}" if m
-                  else "even one random feature does not fit")
+        parts = []
         if method == "skpca":
             l = largest_within(lambda v: need_of(l=v).total, 2, sketch_size, available)
+            if m is not None:
+                parts.append(f"the largest n_random_features that fits with "
+                             f"sketch_size={sketch_size:,} is {m:,}")
             if l is not None:
-                advice += (f" (or, with n_random_features={n_random_features:,}, "
-                           f"sketch_size={l:,})")
+                parts.append(f"the largest sketch_size that fits with "
+                             f"n_random_features={n_random_features:,} is {l:,}")
+        elif m is not None:
+            parts.append(f"the largest n_random_features that fits is {m:,}")
+        advice = "; ".join(parts) or "even one random feature does not fit"
         if sparse and n_features > 10 * n_random_features:
             advice += (f"; the map's frequencies grow with the {n_features:,} features of "
                        "these sparse rows")

@@ -114,7 +114,7 @@ def test_the_largest_landmarks_that_fit_is_the_bound_itself(limit, tmp_path, cap
      r"that fits is [\d,]+"),
     (lambda: StreamingKernelPCA(n_random_features=3_000_000, random_state=0),
      r"streaming method='skpca' with n_random_features=3,000,000 .* the largest "
-     r"n_random_features that fits is [\d,]+"),
+     r"n_random_features that fits with sketch_size=20 is [\d,]+"),
     (lambda: StreamingKernelPCA(method="rnca", n_random_features=20_000, random_state=0),
      r"the 20,000 x 20,000 covariance .* the largest n_random_features that fits is"),
 ], ids=["exact", "random-features", "vertical", "fk-kmeans", "skpca", "rnca"])
@@ -162,7 +162,7 @@ def test_stream_of_wide_sparse_rows_is_refused_or_said_before_it_starts(limit, t
     assert ("streaming --method 'skpca' with --n-random-features 500 and --sketch-size 20 on "
             "1,000,000 features needs about 3.7 GiB (the random feature map (1,000,000 x 500 "
             "frequencies): 3.7 GiB") in line
-    assert "the largest --n-random-features that fits is" in line
+    assert "the largest --n-random-features that fits with --sketch-size 20 is" in line
     assert "grow with the 1,000,000 features of these sparse rows" in line
     limit("8G")  # fits: said, and run (with a note's threshold below this small map)
     monkeypatch.setattr(memory, "NOTE_BYTES", 2**20)
@@ -214,3 +214,15 @@ def test_the_memory_limit_variable(monkeypatch):
             parse_bytes(bad)
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "64M")
     assert available_memory() == 64 * 2**20
+
+
+def test_a_sketch_too_large_for_the_memory_names_both_sizes_that_fit(limit, tmp_path, capsys):
+    """A large --sketch-size failed only once memory ran out."""
+    limit("1G")
+    data = tmp_path / "x.npy"
+    np.save(data, _rows(50))
+    line = one_error_line(["stream", "--data", str(data), "--out", str(tmp_path / "s.npz"),
+                           "--sketch-size", "100000000", "--quiet"], capsys)
+    assert "the 100,000,000 x 500 sketch and its shrinking SVD: 1.5 TiB" in line
+    assert re.search(r"more than the 1.0 GiB available; the largest --sketch-size that fits "
+                     r"with --n-random-features 500 is [\d,]+\.$", line), line
