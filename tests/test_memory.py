@@ -60,6 +60,17 @@ def _rows(n: int, d: int = 4, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((n, d))
 
 
+def _wide(n: int, d: int = 1_000_000) -> sp.csr_matrix:
+    """n sparse rows of d columns, 20 nonzeros each, the last column used."""
+    rng = np.random.default_rng(0)
+    columns = np.sort(rng.integers(0, d - 1, size=(n, 20)), axis=1)
+    columns[0, -1] = d - 1
+    X = sp.csr_matrix((rng.random(20 * n), columns.ravel(), np.arange(0, 20 * n + 1, 20)),
+                      shape=(n, d))
+    X.sum_duplicates()
+    return X
+
+
 def _number(pattern: str, text: str) -> int:
     return int(re.search(pattern, text).group(1).replace(",", ""))
 
@@ -131,7 +142,7 @@ def test_every_setting_refuses_before_its_first_round(limit, clusters, make, pat
 def test_random_features_on_wide_sparse_rows_counts_the_feature_map(limit):
     """random_features on 10^6 sparse columns: each worker's map holds d x m frequencies."""
     limit("2G")
-    X = sp.random(50, 1_000_000, density=1e-5, format="csr", random_state=0)
+    X = _wide(50)
     with pytest.raises(MemoryLimitError, match=r"its feature map \(1,000,000 x 2,000 "
                                                r"frequencies\), its 2,000 x 2,000 feature "
                                                r"covariance and blocks: [\d.]+ GiB") as info:
@@ -150,11 +161,7 @@ def test_stream_of_wide_sparse_rows_is_refused_or_said_before_it_starts(limit, t
     import kernelscale.memory as memory
 
     data = tmp_path / "wide.svm"
-    rng = np.random.default_rng(0)
-    columns = np.sort(rng.choice(1_000_000, size=(10, 20), replace=False), axis=1)
-    columns[0, -1] = 999_999  # the last column is used: 10^6 features
-    X = sp.csr_matrix((rng.random(200), columns.ravel(), np.arange(0, 201, 20)),
-                      shape=(10, 1_000_000))
+    X = _wide(10)
     dump_svmlight_file(X, np.zeros(10), str(data), zero_based=False)
     limit("2G")
     line = one_error_line(["stream", "--data", str(data), "--out", str(tmp_path / "s.npz"),
