@@ -31,12 +31,18 @@ _FLOAT = 8  # bytes of a float64
 
 #: n x n float64 copies while a kernel matrix is centred and decomposed.
 DECOMPOSITION_COPIES = 5
-#: n x n float64 copies at the master of batch and exact kernel PCA (measured 3.2).
+#: n x n float64 copies at the master of batch and exact kernel PCA (measured 3.2 and 2.1).
 MASTER_SQUARE_COPIES = 4
 #: |Y| x |Y| float64 copies at the master in disLR (k(Y, Y), its whitening, the
 #: summed Gram unpacked and the products of the projection, the eigenproblem's
 #: workspace).
 MASTER_GRAM_COPIES = 6
+#: Rows a streaming method lifts at once (its sketcher's chunk), and the copies of the
+#: lifted block (the features, their product with the frequencies, the checks of the
+#: sketch's update; measured 2.1).
+LIFT_ROWS, LIFT_COPIES = 4096, 2.5
+#: n x (D + r) copies of the federated workers' feature blocks (measured 1.3).
+FEATURE_BLOCK_COPIES = 1.5
 #: Bytes a worker thread takes beyond its arrays (BLAS buffers, its stack).
 THREAD_BYTES = 64 * 2**20
 #: Bytes per ledger message (a Message and its list slot), per worker and round.
@@ -142,12 +148,14 @@ def vertical_need(n_samples: int, n_parties: int, n_features: int, *, n_jobs: in
     need = MemoryNeed(f"the vertical kernel PCA of {n:,} samples over {n_parties} parties")
     if in_process and not data_resident:
         need.add("the parties' blocks", data_bytes(n, n_features))
-    if in_process:
+    # The parties' round, then the centre's fusion: the larger of the two is the peak.
+    parties = jobs * DECOMPOSITION_COPIES * _FLOAT * n * n
+    centre = DECOMPOSITION_COPIES * _FLOAT * n * n
+    if parties > centre:
         need.add(f"each of {jobs} part{'ies' if jobs > 1 else 'y'} at once: its {n:,} x "
-                 f"{n:,} local kernel and its decomposition",
-                 jobs * DECOMPOSITION_COPIES * _FLOAT * n * n)
-    need.add(f"the centre's fused {n:,} x {n:,} kernel and its decomposition",
-             (DECOMPOSITION_COPIES + 1) * _FLOAT * n * n)
+                 f"{n:,} local kernel and its decomposition", parties)
+    else:
+        need.add(f"the {n:,} x {n:,} kernels and their decomposition", centre)
     return need
 
 
@@ -173,8 +181,9 @@ def streaming_need(method: str, n_features: int, *, n_random_features: int = 500
     need = MemoryNeed(what)
     need.add(f"the random feature map ({d:,} x {m:,} frequencies)",
              feature_map_bytes(kernel, d, m))
-    need.add(f"one batch of {batch_size:,} x {m:,} lifted features",
-             2 * _FLOAT * batch_size * m + (0 if sparse else _FLOAT * batch_size * d))
+    rows = min(int(batch_size), LIFT_ROWS)
+    need.add(f"one batch of {rows:,} x {m:,} lifted features",
+             LIFT_COPIES * _FLOAT * rows * m + (0 if sparse else _FLOAT * batch_size * d))
     if method == "skpca":
         need.add(f"the {l:,} x {m:,} sketch and its shrinking SVD", 4 * _FLOAT * l * m)
     else:
@@ -196,7 +205,8 @@ def federated_need(n_rows: Sequence[int], n_features: int, n_random_features: in
     if in_process and not data_resident:
         need.add("the workers' copy of the data", data_bytes(n, n_features, nnz))
     if in_process:
-        need.add(f"the workers' {n:,} x {width:,} feature blocks", 3 * _FLOAT * n * width)
+        need.add(f"the workers' {n:,} x {width:,} feature blocks",
+                 FEATURE_BLOCK_COPIES * _FLOAT * n * width)
         need.add("the feature map on each worker thread",
                  jobs * feature_map_bytes("rbf", n_features, n_random_features))
     need.add(f"the master's {width:,} x {width:,} matrices", DECOMPOSITION_COPIES * _FLOAT
