@@ -179,6 +179,7 @@ def streaming_need(method: str, n_features: int, *, n_random_features: int = 500
             + (f" and sketch_size={l:,}" if method == "skpca" else "")
             + f" on {d:,} features")
     need = MemoryNeed(what)
+    need.add("working buffers (BLAS, sparse products)", THREAD_BYTES)
     need.add(f"the random feature map ({d:,} x {m:,} frequencies)",
              feature_map_bytes(kernel, d, m))
     rows = min(int(batch_size), LIFT_ROWS)

@@ -167,7 +167,7 @@ def test_stream_of_wide_sparse_rows_is_refused_or_said_before_it_starts(limit, t
     line = one_error_line(["stream", "--data", str(data), "--out", str(tmp_path / "s.npz"),
                            "--quiet"], capsys)
     assert ("streaming --method 'skpca' with --n-random-features 500 and --sketch-size 20 on "
-            "1,000,000 features needs about 3.7 GiB (the random feature map (1,000,000 x 500 "
+            "1,000,000 features needs about 3.8 GiB (the random feature map (1,000,000 x 500 "
             "frequencies): 3.7 GiB") in line
     assert "the largest --n-random-features that fits with --sketch-size 20 is" in line
     assert "grow with the 1,000,000 features of these sparse rows" in line
@@ -180,7 +180,8 @@ def test_stream_of_wide_sparse_rows_is_refused_or_said_before_it_starts(limit, t
     err = capsys.readouterr().err
     assert err.startswith("kernelscale: note: streaming --method 'skpca' with "
                           "--n-random-features 20 and --sketch-size 20 on 1,000,000 features "
-                          "needs about 152.6 MiB"), err
+                          "needs about 216.6 MiB (the random feature map (1,000,000 x 20 "
+                          "frequencies): 152.6 MiB"), err
 
 
 def test_vertical_on_two_parties_of_40000_rows_is_refused_up_front(limit, tmp_path, capsys):
