@@ -23,15 +23,20 @@ import scipy.sparse as sp
 
 from kernelscale import __version__
 from kernelscale.backends.dask.cli import add_dask_args, cli_client
+from kernelscale.cli_checks import check_kernel_values, check_worker_count, gamma_of_scale
 from kernelscale.cli_common import (
     DATA_HELP,
     ArgumentParser,
+    GuardedStdout,
+    StdoutError,
     UsageError,
     add_force_arg,
     add_header_arg,
+    check_coef0,
     check_degree,
     check_model_out,
     check_output,
+    discard_stdout,
     flag_names,
     in_flags,
     load_options,
@@ -40,6 +45,7 @@ from kernelscale.cli_common import (
     print_error,
     print_note,
     print_warning,
+    seed_int,
 )
 
 SUBCOMMAND_MODULES: list[str] = [
@@ -106,7 +112,7 @@ def _add_fit_args(p: argparse.ArgumentParser, landmarks_help: str | None = None,
     p.add_argument("--center", action=argparse.BooleanOptionalAction, default=True,
                    help="centre in feature space, as scikit-learn's KernelPCA and "
                    "DistributedKernelPCA do (default); --no-center is the papers' setting")
-    p.add_argument("--seed", "--random-state", type=int, default=0, dest="seed",
+    p.add_argument("--seed", "--random-state", type=seed_int, default=0, dest="seed",
                    help="random seed of the split, sampling and features (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_dask_args(p)
@@ -186,12 +192,11 @@ def _gamma(args, X) -> float | None:
         raise UsageError(f"{heuristic} needs at least 2 rows, the data has {X.shape[0]}; "
                          "give --gamma to set the kernel scale directly")
     try:
-        sigma = median_heuristic(X, scale=args.bandwidth_scale, n_subset=2000,
-                                 random_state=args.seed)
+        median = median_heuristic(X, scale=1.0, n_subset=2000, random_state=args.seed)
     except ValueError as exc:  # every sampled row the same: no distance to scale by
         raise UsageError(f"{heuristic} cannot set the kernel scale ({str(exc).rstrip('.')}); "
                          "give --gamma to set it directly") from exc
-    return 1.0 / (2.0 * sigma**2)
+    return gamma_of_scale(args.bandwidth_scale, median)
 
 
 def _make_estimator(args, X, method="diskpca", messages=None, verbose=0):
@@ -216,7 +221,9 @@ def run_demo(args) -> int:
     from kernelscale.progress import progress_bar
 
     check_degree(args.kernel, args.degree)
+    check_coef0(args.kernel, args.coef0)
     X, _ = load_digits_standardized()
+    check_kernel_values(_make_estimator(args, X)._make_kernel(X.shape[1]), X, "digits")
     print(f"digits: {X.shape[0]} points x {X.shape[1]} features (standardised), "
           f"{args.workers} {args.partition.replace('_', '-')} workers, kernel={args.kernel}, "
           f"k={args.n_components}, |Y|={args.landmarks}", file=sys.stderr)
@@ -325,6 +332,7 @@ def run_fit(args) -> int:
     from kernelscale.runtime.validation import check_magnitude
 
     check_degree(args.kernel, args.degree)
+    check_coef0(args.kernel, args.coef0)
     if args.max_words is not None and args.landmarks is not None:
         raise UsageError("--max-words chooses |Y| within the budget and --landmarks sets it "
                          "exactly; give one of them, not both")
@@ -333,8 +341,10 @@ def run_fit(args) -> int:
     if X.shape[0] == 0:
         raise UsageError(f"{args.data} holds no rows")
     check_magnitude([X], names=[args.data])  # before the bandwidth heuristic's distances
+    check_worker_count(args, X.shape[0])
     # verbose=1: a progress bar over the protocol's rounds on stderr (none with --quiet).
     est = _make_estimator(args, X, args.method, verbose=0 if args.quiet else 1)
+    check_kernel_values(est._make_kernel(X.shape[1]), X, args.data)
     start = time.perf_counter()
     est.fit(X)
     seconds = time.perf_counter() - start
@@ -386,6 +396,8 @@ def _costlier_than_the_data(words: int, X) -> str | None:
 
 
 def run_transform(args) -> int:
+    import numpy as np
+
     from kernelscale.files import write_csv_atomically, write_npy_atomically
     from kernelscale.model import load_model
 
@@ -397,7 +409,15 @@ def run_transform(args) -> int:
             or getattr(model, "landmarks", X).shape[1])
     if X.shape[1] != n_in:
         raise UsageError(f"{args.data} has {X.shape[1]} features; the model expects {n_in}.")
-    Z = model.transform(X)
+    try:
+        Z = model.transform(X)
+    except ValueError as exc:  # the model's kernel on these rows (a poly overflow)
+        raise UsageError(f"{args.data}: {exc}") from exc
+    bad = ~np.isfinite(Z).all(axis=1)
+    if bad.any():  # never written as a result
+        raise UsageError(f"{args.data}: the scores of {int(bad.sum()):,} of its "
+                         f"{Z.shape[0]:,} rows are not finite (from row "
+                         f"{int(np.argmax(bad))}); nothing was written")
     (write_npy_atomically if out.suffix == ".npy" else write_csv_atomically)(out, Z)
     print(f"wrote {Z.shape[0]} x {Z.shape[1]} to {out}")
     return 0
@@ -406,10 +426,12 @@ def run_transform(args) -> int:
 def _show_warning(message, category, filename, lineno, file=None, line=None,
                   flags=None) -> None:
     """``warnings.showwarning`` for the CLI: one line, no source line, flags named; what
-    the loaders guessed about a header is a note, not a warning."""
+    the loaders guessed about a header, and the memory a large plan needs, are notes,
+    not warnings."""
     from kernelscale.datasets.loaders import HeaderGuessWarning
+    from kernelscale.memory import LargeMemoryWarning
 
-    if issubclass(category, HeaderGuessWarning):
+    if issubclass(category, (HeaderGuessWarning, LargeMemoryWarning)):
         print_note(in_flags(message, flags))
     else:
         print_warning(message, flags)
@@ -417,19 +439,36 @@ def _show_warning(message, category, filename, lineno, file=None, line=None,
 
 def main(argv=None) -> int:
     """Run the ``kernelscale`` command with ``argv`` (default: ``sys.argv[1:]``); exit code."""
+    from kernelscale.files import (
+        WRITTEN,
+        Terminated,
+        release_claims,
+        terminating_signals_raise,
+    )
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version (0) or a usage error (2, one line)
         return exc.code if isinstance(exc.code, int) else 2
-    saved_showwarning = warnings.showwarning
+    saved_showwarning, stdout = warnings.showwarning, sys.stdout
     flags = getattr(args, "flag_names", None)  # the subcommand's {parameter: flag}
     try:
-        # The Dask client of --scheduler / --dask-workers (None: in-process).
-        with warnings.catch_warnings(), cli_client(args) as args.client:
+        # SIGTERM and SIGHUP end the command as Ctrl-C does: temporaries and claims
+        # are removed on the way out. The Dask client of --scheduler / --dask-workers
+        # (None: in-process).
+        with terminating_signals_raise(), warnings.catch_warnings(), \
+                cli_client(args) as args.client:
             warnings.simplefilter("default")
             warnings.showwarning = functools.partial(_show_warning, flags=flags)
-            return args.func(args)
+            sys.stdout = GuardedStdout(stdout, len(WRITTEN))
+            code = args.func(args)
+            sys.stdout.flush()
+            return code
+    except StdoutError as exc:
+        discard_stdout(stdout)
+        print_error(exc)
+        return 2
     except (UsageError, ValueError, TypeError, OSError, ImportError) as exc:
         # OSError: missing files, and paths that cannot be written (an --out
         # inside a file or a missing directory, no permission).
@@ -438,8 +477,12 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("kernelscale: interrupted", file=sys.stderr)
         return 130
+    except Terminated as exc:
+        print(f"kernelscale: {exc}", file=sys.stderr)
+        return 128 + exc.signum
     finally:
-        warnings.showwarning = saved_showwarning
+        warnings.showwarning, sys.stdout = saved_showwarning, stdout
+        release_claims()
 
 
 if __name__ == "__main__":

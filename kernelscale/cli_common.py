@@ -14,10 +14,13 @@ the data-file options.
   :func:`positive_float`), so the error names the flag the user typed.
 * ``--header`` / ``--no-header`` (:func:`add_header_arg`) override the CSV
   header rule of :func:`kernelscale.datasets.load_csv` (:func:`load_options`).
+* Standard output is guarded (:class:`GuardedStdout`): a report that cannot be
+  printed (a full disk, a closed pipe) is :class:`StdoutError`, said as such.
 * Every command that writes a file checks it first with :func:`check_output`:
   never an input (under any name), an existing file replaced only when it is a
   kernelscale model file or with ``--force``, the directory writable before any
-  work; the file is then written atomically (:mod:`kernelscale.files`).
+  work, and the output claimed so that a second command writing it at once is
+  refused; the file is then written atomically (:mod:`kernelscale.files`).
 """
 
 from __future__ import annotations
@@ -119,11 +122,23 @@ def print_note(message) -> None:
     print(f"kernelscale: note: {_one_line(message)}", file=sys.stderr)
 
 
+#: A negative number as a flag's value, scientific notation included (argparse's own
+#: pattern takes ``-1e9`` for an option and says "expected one argument").
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-inf(inity)?$",
+                             re.IGNORECASE)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse's parser whose errors are one line: the error and where the help is.
 
     Subparsers are of the same class (``add_subparsers`` uses the parent's class).
+    A value that is a negative number in any notation (``--coef0 -1e9``) is read
+    as the value, so that the flag's own check can say what is wrong with it.
     """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_NUMBER
 
     def error(self, message: str):
         print_error(f"{message}; see '{self.prog} --help'")
@@ -156,6 +171,22 @@ def positive_int(text: str) -> int:
     return value
 
 
+#: The seeds the command line takes: numpy's and scikit-learn's range.
+MAX_SEED = 2**32 - 1
+
+
+def seed_int(text: str) -> int:
+    """argparse type: a random seed, an integer from 0 to 2**32 - 1."""
+    try:
+        value = int(text.strip().replace("_", ""))
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer from 0 to {MAX_SEED} (a random seed), got {text!r}")
+    return value
+
+
 def positive_float(text: str) -> float:
     """argparse type: a finite number above 0."""
     try:
@@ -178,6 +209,14 @@ def check_degree(kernel: str, degree: int | None) -> None:
     if kernel == "arccos" and degree not in (0, 1, 2):
         raise UsageError(f"--degree is the arc-cosine order for --kernel arccos: 0, 1 or 2, "
                          f"got {degree}")
+
+
+def check_coef0(kernel: str, coef0: float) -> None:
+    """``--coef0`` of the polynomial kernel: a finite number >= 0 (a negative constant
+    term can make the kernel indefinite), before any work."""
+    if kernel == "poly" and not (0 <= coef0 < float("inf")):
+        raise UsageError(f"--coef0 must be a finite number >= 0 for --kernel poly (a negative "
+                         f"constant term can make the kernel indefinite), got {coef0:g}")
 
 
 #: The data files every subcommand reads (kernelscale.datasets.load).
@@ -238,26 +277,32 @@ def add_force_arg(p: argparse.ArgumentParser, what: str = "--out") -> None:
 
 def check_output(out, inputs, force: bool = False, *, suffixes=None, replaceable=None,
                  what: str = "", flag: str = "--out", create_parents: bool = False) -> Path:
-    """Check an output path before any work: the one rule of every command that writes.
+    """Check and claim an output path before any work: the one rule of every command
+    that writes.
 
     * ``suffixes``: the extensions the command writes (an error names them);
     * never one of ``inputs``, under any name (:func:`check_not_an_input`), even
       with ``--force``;
     * an existing file (or link) is replaced only when ``replaceable(out)`` says
-      kernelscale wrote it (a model file carries its marker) or with ``force``;
+      kernelscale wrote it (a model file carries its header) or with ``force``;
     * the directory must take a new file now (:func:`kernelscale.files.check_writable`),
-      so a fit never runs for an output it cannot write.
+      so a fit never runs for an output it cannot write;
+    * the output is claimed for this process (:func:`kernelscale.files.claim_output`):
+      a second command writing it at the same time is refused here, before its
+      work, and a file that did not exist is never replaced by the publish.
 
-    The file itself is then written atomically (:mod:`kernelscale.files`).
+    The file itself is then written atomically (:mod:`kernelscale.files`), which
+    releases the claim (:func:`kernelscale.cli.main` releases any left).
     """
-    from kernelscale.files import check_writable
+    from kernelscale.files import check_writable, claim_output
 
     out = Path(out)
     if suffixes and out.suffix not in suffixes:
         raise UsageError(f"{flag} must end in {' or '.join(suffixes)}, got {out.name}")
     check_not_an_input(out, inputs, flag)
-    if os.path.lexists(out) and not out.is_dir() and not force \
-            and not (replaceable is not None and replaceable(out)):
+    exists = os.path.lexists(out) and not out.is_dir()
+    ours = exists and replaceable is not None and replaceable(out)
+    if exists and not force and not ours:
         kind = "" if replaceable is None else f" and is not {what}"
         raise UsageError(f"{flag} {out} exists{kind}; give --force to replace it, or choose "
                          f"another {flag}")
@@ -265,6 +310,13 @@ def check_output(out, inputs, force: bool = False, *, suffixes=None, replaceable
         check_writable(out, create_parents=create_parents)
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from exc
+    if not out.parent.is_dir():  # bench creates its directory later: nothing to lock yet
+        return out
+    try:
+        claim_output(out, replace=force or ours)
+    except FileExistsError as exc:
+        raise UsageError(f"{flag} {out}: {exc.strerror}; wait for it, or choose another "
+                         f"{flag}") from exc
     return out
 
 
@@ -280,3 +332,50 @@ def check_model_out(out, inputs, force: bool = False) -> Path:
                          f"--model' reads), got {Path(out).name}")
     return check_output(out, inputs, force, replaceable=is_model_file,
                         what="a kernelscale model file")
+
+
+class StdoutError(Exception):
+    """Standard output cannot be written (a full disk, a closed pipe): the message says
+    so, and which result files were written all the same."""
+
+
+class GuardedStdout:
+    """``sys.stdout`` whose write errors are :class:`StdoutError`, not a bare OSError that
+    would read as if the result file could not be written."""
+
+    def __init__(self, stream, written_before: int):
+        self._stream, self._written_before = stream, written_before
+
+    def _failed(self, exc: OSError) -> StdoutError:
+        from kernelscale.files import WRITTEN
+
+        written = list(WRITTEN)[self._written_before:]
+        done = (f"; {', '.join(map(str, written))} {'was' if len(written) == 1 else 'were'} "
+                "written whole" if written else "")
+        return StdoutError(f"cannot write to standard output ({exc.strerror or exc}){done}")
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def discard_stdout(stream) -> None:
+    """Point a failed stdout at the null device, so that the interpreter's last flush
+    does not fail again with a second message."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stream.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a capture)
+        pass

@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from kernelscale.arrays import device_partitions, is_device_input
 from kernelscale.backends.local import LocalCluster
 from kernelscale.constraints import POSITIVE_REAL, Interval, StrOptions
+from kernelscale.memory import check_local_workers
 from kernelscale.runtime.cluster import Cluster
 from kernelscale.runtime.inputs import (
     FLOAT_DTYPES,
@@ -109,6 +110,8 @@ def make_cluster(
         )
     kind = partition_kind(data)
     if backend == "local":
+        if kind != "dask array":  # more in-process workers than run in reasonable time
+            check_local_workers(len(data))
         return LocalCluster(in_process_partitions(data), n_jobs=n_jobs)
     from kernelscale.backends.dask.cluster import DaskCluster
 

@@ -212,7 +212,11 @@ class Kernel:
         if self.name == "linear":
             return inner
         if self.name == "poly":
-            return (self.gamma * inner + self.coef0) ** self.degree
+            with np.errstate(over="ignore", invalid="ignore"):
+                block = (self.gamma * inner + self.coef0) ** self.degree
+            if not np.isfinite(block).all():
+                raise ValueError(poly_overflow_message(self))
+            return block
         x_sq = row_sq_norms(Xc)
         if self.name == "rbf":
             # exp(-gamma max(||x||^2 + ||y||^2 - 2 <x, y>, 0)), in place on the block
@@ -253,6 +257,13 @@ class Kernel:
     def from_dict(cls, params: dict) -> Kernel:
         return make_kernel(**params)
 
+
+
+def poly_overflow_message(kernel: Kernel, where: str = "these rows") -> str:
+    """What to say when ``(gamma <x, y> + coef0)^degree`` leaves the float range."""
+    return (f"The poly kernel overflows float64 on {where}: (gamma <x, y> + coef0)^degree "
+            f"with degree={kernel.degree}, gamma={kernel.gamma:g}, coef0={kernel.coef0:g} "
+            "is not finite; lower degree or gamma, or scale the data.")
 
 
 def _arccos_block(inner, x_sq, y_sq, order) -> np.ndarray:

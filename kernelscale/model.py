@@ -18,6 +18,7 @@ code); :func:`load_model` reads any of them back.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,14 +26,26 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
-from kernelscale.model_format import (  # noqa: F401 - is_model_file: kernelscale.model's API
+from kernelscale.memory import MemoryNeed, check_memory
+from kernelscale.memory_plans import feature_map_bytes
+from kernelscale.model_format import (  # noqa: F401 - FORMAT_VERSION: kernelscale.model's API
     FORMAT_VERSION,
-    is_model_file,
-    read_model_file,
+    open_model_file,
+    parse_header,
+    spec_of,
     write_model_file,
+)
+from kernelscale.model_format import is_model_file as _is_archive_of_a_model
+from kernelscale.model_layout import (
+    INTS,
+    ModelLayout,
+    check_csr,
+    check_kernel_finite,
+    declare_kernel,
 )
 from kernelscale.model_registry import (
     UnloadableModel,
+    declare_estimator,
     estimator_from_arrays,
     estimator_name,
     estimator_to_arrays,
@@ -139,6 +152,37 @@ class KernelPCAModel:
             trace=meta.get("trace"),
         )
 
+    @staticmethod
+    def declare(layout: ModelLayout, meta: dict, prefix: str = "") -> tuple[int, int]:
+        """Check the arrays of :meth:`to_arrays` against ``meta`` (see
+        :mod:`kernelscale.model_layout`); returns ``(n_features, n_components)``."""
+        kernel = declare_kernel(layout, meta.get("kernel"))
+        shape = meta.get("landmarks_shape")
+        if not isinstance(shape, list) or len(shape) != 2:
+            raise layout.error(f"its header's landmarks_shape is {shape!r}, not [rows, "
+                               "features]")
+        n_landmarks = layout.count(shape[0], "number of landmarks", 1)
+        n_features = layout.count(shape[1], "number of features", 1)
+        k = layout.array(prefix + "coef", (n_landmarks, None)).shape[1]
+        layout.array(prefix + "eigenvalues", (k,))
+        sparse = meta.get("sparse_landmarks")
+        if sparse is True:
+            nnz = layout.array(prefix + "landmarks_data", (None,)).shape[0]
+            layout.array(prefix + "landmarks_indices", (nnz,), INTS)
+            layout.array(prefix + "landmarks_indptr", (n_landmarks + 1,), INTS)
+            layout.check_values(lambda arrays: check_csr(layout, arrays, prefix + "landmarks",
+                                                          n_features))
+        elif sparse is False:
+            layout.array(prefix + "landmarks", (n_landmarks, n_features))
+        else:
+            raise layout.error(f"its header's sparse_landmarks is {sparse!r}, not true or false")
+        layout.array(prefix + "center", (n_landmarks,), optional=True)
+        if meta.get("trace") is not None:
+            layout.number(meta["trace"], "trace")
+        layout.check_values(lambda arrays: check_kernel_finite(
+            layout, kernel, _landmarks_of(arrays, meta, prefix)))
+        return n_features, k
+
     def save(self, path) -> None:
         """Write the model as ``.npz`` (arrays) with a JSON header; no pickle."""
         save_model(self, path)
@@ -219,6 +263,30 @@ class RandomFeaturePCAModel:
             trace=meta.get("trace"),
         )
 
+    @staticmethod
+    def declare(layout: ModelLayout, meta: dict, prefix: str = "") -> tuple[int, int]:
+        """Check the arrays of :meth:`to_arrays` against ``meta``, and count the feature
+        map that restoring rebuilds; returns ``(n_features, n_components)``."""
+        from kernelscale.features import feature_map_size
+        from kernelscale.kernels import make_kernel
+
+        kernel = declare_kernel(layout, meta.get("kernel"))
+        n_features = layout.count(meta.get("n_features_in"), "n_features_in", 1)
+        n_random = layout.count(meta.get("n_random_features"), "n_random_features", 1)
+        seed = meta.get("feature_seed")
+        if not (isinstance(seed, (str, int)) and not isinstance(seed, bool)
+                and str(seed).isdigit()):
+            raise layout.error(f"its header's feature_seed is {seed!r}, not a seed")
+        m = feature_map_size(make_kernel(**kernel), n_features, n_random)
+        k = layout.array(prefix + "components", (m, None)).shape[1]
+        layout.array(prefix + "eigenvalues", (k,))
+        layout.array(prefix + "mean", (m,), optional=True)
+        if meta.get("trace") is not None:
+            layout.number(meta["trace"], "trace")
+        layout.allocates("its random feature map", feature_map_bytes(
+            kernel["name"], n_features, n_random, int(kernel.get("degree", 3))))
+        return n_features, k
+
     def save(self, path) -> None:
         save_model(self, path)
 
@@ -227,8 +295,27 @@ MODEL_TYPES = {cls.model_type: cls for cls in (KernelPCAModel, RandomFeaturePCAM
 
 
 def register_model_type(cls) -> None:
-    """Let :func:`load_model` read another model class (``model_type``, ``from_arrays``)."""
+    """Let :func:`load_model` read another model class (``model_type``, ``from_arrays``
+    and ``declare``, which checks a file's arrays: see :mod:`kernelscale.model_layout`)."""
     MODEL_TYPES[cls.model_type] = cls
+
+
+def declare_model(layout: ModelLayout, meta, prefix: str = "") -> tuple[int, int]:
+    """Check a model's arrays in a file (:meth:`KernelPCAModel.declare`...) by its
+    ``model_type``; returns ``(n_features, n_components)``."""
+    model_type = meta.get("model_type") if isinstance(meta, dict) else None
+    if model_type not in MODEL_TYPES:
+        raise layout.error(f"its model has the unknown type {model_type!r}")
+    return MODEL_TYPES[model_type].declare(layout, meta, prefix)
+
+
+def _landmarks_of(arrays: dict, meta: dict, prefix: str):
+    if meta["sparse_landmarks"]:
+        return sp.csr_matrix((arrays[prefix + "landmarks_data"],
+                              arrays[prefix + "landmarks_indices"],
+                              arrays[prefix + "landmarks_indptr"]),
+                             shape=tuple(meta["landmarks_shape"]))
+    return arrays[prefix + "landmarks"]
 
 
 def model_to_arrays(model, prefix: str = "") -> tuple[dict, dict]:
@@ -263,12 +350,14 @@ def model_from_arrays(arrays: dict, meta: dict, prefix: str = ""):
     return MODEL_TYPES[meta["model_type"]].from_arrays(own, meta)
 
 
-def save_model(model, path) -> None:
+def save_model(model, path, *, overwrite: bool = True) -> None:
     """Save a fitted estimator or a model as a kernelscale model file; no pickle.
 
     The file is an ``.npz`` archive of plain arrays with a JSON header
     (``allow_pickle=False`` safe), written under a temporary name and renamed
-    into place, so a crash never leaves half a file.
+    into place, so a crash never leaves half a file. It is checked as
+    :func:`load_model` checks a file first, so a model that could not be loaded
+    back is never written.
 
     Parameters
     ----------
@@ -289,14 +378,18 @@ def save_model(model, path) -> None:
         kept. A ``VerticalKernelPCA`` file holds the parties' training blocks
         (or their file paths), which its ``transform`` needs.
     path : str or path-like
+    overwrite : bool, default=True
+        Replace an existing file at ``path``; with False an existing file is kept
+        and a ``FileExistsError`` raised (also when one appears while writing).
 
     Raises
     ------
     TypeError
         For anything else.
     ValueError
-        For an estimator that is not fitted, or with a callable kernel (a model
-        file holds no code).
+        For an estimator that is not fitted, with a callable kernel (a model file
+        holds no code), or whose arrays :func:`load_model` would refuse (NaN or
+        infinite values, shapes that disagree).
 
     See Also
     --------
@@ -317,7 +410,49 @@ def save_model(model, path) -> None:
         arrays, meta = estimator_to_arrays(model)
     else:
         arrays, meta = model_to_arrays(model)
-    write_model_file(path, meta, arrays)
+    # What load_model would refuse is not written: the same checks, on these arrays.
+    what = (type(model).__name__ if is_registered_estimator(model)
+            else meta["model_type"])
+    parse_header(json.dumps(meta), path)
+    layout = _declared_layout(path, meta, {name: spec_of(a) for name, a in arrays.items()},
+                              what, saving=True)
+    layout.validate_values({name: np.asarray(a) for name, a in arrays.items()})
+    write_model_file(path, meta, arrays, overwrite=overwrite)
+
+
+def is_model_file(path) -> bool:
+    """Whether ``path`` is a model file that kernelscale wrote (read from its header,
+    not from a member's name: a user's own ``np.savez`` archive is not one)."""
+    return _is_archive_of_a_model(path, accepts=_names_a_model)
+
+
+def _names_a_model(header: dict) -> bool:
+    import kernelscale
+
+    if header.get("model_type") in MODEL_TYPES:
+        return True
+    name = header.get("estimator")
+    return isinstance(name, str) and name in kernelscale.__all__ and \
+        isinstance(header.get("params"), dict)
+
+
+def _declared_layout(path, header: dict, declared: dict, what: str,
+                     saving: bool = False) -> ModelLayout:
+    """The checked :class:`ModelLayout` of a file's arrays (before any is read)."""
+    layout = ModelLayout(path, what, declared, saving=saving)
+    try:
+        if header.get("model_type") in MODEL_TYPES:
+            declare_model(layout, header)
+        else:
+            declare_estimator(layout, header)
+    except UnloadableModel:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        if str(exc).startswith(str(path)) or " cannot be saved" in str(exc):
+            raise
+        raise layout.error(f"{exc!r} is missing or invalid") from exc
+    layout.finish()
+    return layout
 
 
 def load_model(path, expected_type: type | str | None = None):
@@ -350,7 +485,8 @@ def load_model(path, expected_type: type | str | None = None):
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"No model file at {path}.")
-    header, arrays = read_model_file(path)
+    model_file = open_model_file(path)
+    header = model_file.header
     model_type = header.get("model_type")
     named = isinstance(model_type, str)
     bare = named and model_type in MODEL_TYPES  # a model, not an estimator
@@ -365,12 +501,23 @@ def load_model(path, expected_type: type | str | None = None):
         if holds != expected:
             raise ValueError(f"{path} is a {holds} model file, not a {expected} one; load it "
                              "with kernelscale.load_model.")
+    what = model_type if bare else holds
+    try:
+        layout = _declared_layout(path, header, model_file.declared, what)
+    except UnloadableModel as exc:
+        raise ValueError(f"{path} {exc}.") from exc
+    # Nothing is read before the model is known to fit in memory.
+    check_memory(MemoryNeed(f"loading {path} ({holds})",
+                            [*((f"member {name}.npy", spec.nbytes)
+                               for name, spec in model_file.declared.items()),
+                             *layout.allocations]))
+    arrays = model_file.load()
+    layout.validate_values(arrays)
     try:
         return (model_from_arrays if bare else estimator_from_arrays)(arrays, header)
     except UnloadableModel as exc:
         raise ValueError(f"{path} {exc}.") from exc
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise ValueError(
-            f"{path} is a damaged {model_type if bare else holds} file: {exc!r} is missing "
-            "or invalid."
+            f"{path} is a damaged {what} file: {exc!r} is missing or invalid."
         ) from exc

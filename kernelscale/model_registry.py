@@ -60,6 +60,7 @@ class UnloadableModel(ValueError):
 
 _BY_TYPE: dict[str, RegisteredEstimator] = {}
 _BY_CLASS: dict[type, RegisteredEstimator] = {}
+_LAYOUTS: dict[str, Callable] = {}
 
 
 def register_estimator(cls: type, state: Callable, restore: Callable, *,
@@ -88,6 +89,17 @@ def register_estimator(cls: type, state: Callable, restore: Callable, *,
                                 fitted_attribute)
     _BY_TYPE[entry.model_type] = entry
     _BY_CLASS[cls] = entry
+
+
+def register_layout(model_type: str, layout: Callable) -> None:
+    """Say what the arrays of a registered estimator's files must be.
+
+    ``layout(check, state, header)`` checks the shapes and dtypes the file's
+    members declare against its header's ``state`` (and the whole ``header``)
+    through ``check``, a :class:`kernelscale.model_layout.ModelLayout`, before any
+    array is read; :func:`kernelscale.save_model` runs it on the arrays it writes.
+    """
+    _LAYOUTS[model_type] = layout
 
 
 def registered_model_types() -> list[str]:
@@ -193,6 +205,52 @@ def estimator_to_arrays(estimator, ledger: bool = True) -> tuple[dict, dict]:
     return arrays, header
 
 
+def declare_estimator(layout, header: dict) -> None:
+    """Check a registered estimator's file before its arrays are read: its parameters
+    (as ``fit`` would), ``n_features_in``, the feature names, the ledger and the
+    setting's own arrays (:func:`register_layout`).
+
+    Raises :class:`UnloadableModel` as :func:`estimator_from_arrays` does, and the
+    ``layout``'s error for anything damaged.
+    """
+    model_type = header.get("model_type")
+    entry = _entry(model_type, header)
+    if entry is None:
+        raise UnloadableModel(f"holds an estimator of unknown type {model_type!r} "
+                              f"({header.get('estimator')!r})")
+    _estimator_of(entry, header)
+    n_features = layout.count(header.get("n_features_in"), "n_features_in", 1)
+    names = header.get("feature_names_in")
+    if names is not None and (not isinstance(names, list) or len(names) != n_features
+                              or not all(isinstance(n, str) for n in names)):
+        raise layout.error(f"its header's feature_names_in are not {n_features:,} names")
+    if "ledger" in header:
+        declare_ledger(layout, header["ledger"])
+    state = header.get("state")
+    if not isinstance(state, dict):
+        raise layout.error("its header has no state")
+    if entry.model_type in _LAYOUTS:
+        _LAYOUTS[entry.model_type](layout, state, header)
+
+
+def _estimator_of(entry: RegisteredEstimator, header: dict):
+    """An estimator built from the header's parameters, checked as ``fit`` checks them."""
+    known = set(entry.cls().get_params(deep=False))
+    params = header.get("params")
+    if not isinstance(params, dict):
+        raise ValueError(f"params {params!r} are not a JSON object")
+    unknown = sorted(set(params) - known)
+    if unknown:
+        written = header.get("kernelscale_version", "an older version")
+        raise UnloadableModel(
+            f"holds a {entry.cls.__name__} with parameters {unknown} that this "
+            f"kernelscale ({kernelscale.__version__}) does not know (written by kernelscale "
+            f"{written})")
+    estimator = entry.cls(**params)
+    estimator._validate_params()  # scikit-learn's constraints, as fit checks them
+    return estimator
+
+
 def estimator_from_arrays(arrays: dict, header: dict):
     """The fitted estimator of :func:`estimator_to_arrays`'s ``(arrays, header)``.
 
@@ -204,17 +262,7 @@ def estimator_from_arrays(arrays: dict, header: dict):
     if entry is None:
         raise UnloadableModel(f"holds an estimator of unknown type {model_type!r} "
                               f"({header.get('estimator')!r})")
-    known = set(entry.cls().get_params(deep=False))
-    params = header["params"]
-    unknown = sorted(set(params) - known)
-    if unknown:
-        written = header.get("kernelscale_version", "an older version")
-        raise UnloadableModel(
-            f"holds a {entry.cls.__name__} with parameters {unknown} that this "
-            f"kernelscale ({kernelscale.__version__}) does not know (written by kernelscale "
-            f"{written})")
-    estimator = entry.cls(**params)
-    estimator._validate_params()  # scikit-learn's constraints, as fit checks them
+    estimator = _estimator_of(entry, header)
     estimator.n_features_in_ = int(header["n_features_in"])
     if "feature_names_in" in header:
         estimator.feature_names_in_ = np.asarray(header["feature_names_in"], dtype=object)
@@ -253,6 +301,51 @@ def ledger_to_arrays(ledger: Ledger) -> tuple[dict, dict]:
                                  t.worker_seconds] for t in times], dtype=float).reshape(-1, 4),
     }
     return arrays, names
+
+
+#: The name lists a saved ledger keeps (its codes index them).
+LEDGER_NAME_FIELDS = ("round", "phase", "direction", "kind", "time_round", "time_phase")
+#: Bytes a ledger message takes in memory once loaded (a ``Message`` and its list slot).
+MESSAGE_BYTES = 250
+
+
+def declare_ledger(layout, names) -> None:
+    """Check a saved ledger (:func:`ledger_to_arrays`): its name lists, its arrays'
+    shapes, and, once read, codes that index the names, directions and kinds the
+    ledger knows, non-negative workers, words, bytes and seconds."""
+    from kernelscale.model_layout import FLOATS, INTS
+    from kernelscale.runtime.ledger import DOWN, KINDS, UP
+
+    if not isinstance(names, dict) or any(
+            not isinstance(names.get(f), list) or not all(isinstance(v, str) for v in names[f])
+            for f in LEDGER_NAME_FIELDS):
+        raise layout.error("its header's ledger names are not lists of names")
+    for field, allowed in (("direction", (UP, DOWN)), ("kind", KINDS)):
+        odd = [v for v in names[field] if v not in allowed]
+        if odd:
+            raise layout.error(f"its ledger names the {field} {odd[0]!r}, not one of "
+                               f"{', '.join(allowed)}")
+    n_messages = layout.array(LEDGER_MESSAGES, (None, 7), INTS).shape[0]
+    n_times = layout.array(LEDGER_TIME_KEYS, (None, 2), INTS).shape[0]
+    layout.array(LEDGER_TIMES, (n_times, 4), FLOATS)
+    layout.allocates("its ledger", MESSAGE_BYTES * (n_messages + n_times))
+
+    def check(arrays):
+        columns = (("round", LEDGER_MESSAGES, 0), ("phase", LEDGER_MESSAGES, 1),
+                   ("direction", LEDGER_MESSAGES, 2), ("kind", LEDGER_MESSAGES, 3),
+                   ("time_round", LEDGER_TIME_KEYS, 0), ("time_phase", LEDGER_TIME_KEYS, 1))
+        for field, member, column in columns:
+            codes = arrays[member][:, column]
+            if codes.size and (codes.min() < 0 or codes.max() >= len(names[field])):
+                raise layout.error(f"member {member}.npy holds {field} codes outside 0 to "
+                                   f"{len(names[field]) - 1}")
+        for member, what in ((LEDGER_MESSAGES, "workers, words and bytes"),
+                             (LEDGER_TIMES, "seconds")):
+            values = arrays[member][:, 4:] if member == LEDGER_MESSAGES else arrays[member]
+            if values.size and values.min() < 0:
+                raise layout.error(f"member {member}.npy holds negative {what}")
+
+    layout.check_values(check)
 
 
 def ledger_from_arrays(arrays: dict, names: dict) -> Ledger:

@@ -197,7 +197,8 @@ def test_load_rejects_garbage_and_tampered_files(tmp_path):
         load_model(no_header)
     pickled = tmp_path / "pickled.npz"
     np.savez(pickled, __header__=np.array("{}"), coef=np.array([{"a": 1}], dtype=object))
-    with pytest.raises(ValueError, match="not a kernelscale model file"):
+    with pytest.raises(ValueError, match="coef.npy holds object values; a model file holds "
+                                         "arrays of numbers and text only"):
         load_model(pickled)
 
     model, _ = _models()[0]

@@ -714,6 +714,11 @@ def _parquet_columns(
         names = pq.ParquetFile(p).schema_arrow.names
     except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         raise ValueError(f"{p}: not a readable Parquet file ({exc})") from exc
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:  # pyarrow then fails in its own internals
+        raise ValueError(f"{p}: the column name {twice!r} appears {names.count(twice)} times; "
+                         "columns are read by name, so each needs its own (rename them "
+                         "where the file is written)")
     wanted = list(columns) if columns is not None else None
     if wanted is not None and label_column is not None and label_column not in wanted:
         wanted.append(label_column)

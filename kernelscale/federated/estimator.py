@@ -15,6 +15,7 @@ from sklearn.base import (
 )
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from kernelscale.backends.local import effective_n_jobs
 from kernelscale.cluster_factory import CLUSTER_PARAMETER_CONSTRAINTS, estimator_cluster
 from kernelscale.constraints import (
     FINITE_REAL,
@@ -37,6 +38,7 @@ from kernelscale.federated.model_state import (
 from kernelscale.federated.pipelined import DEFAULT_ROUND_COST
 from kernelscale.kernels import KERNELS, kernel_name, make_kernel
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
+from kernelscale.memory_plans import check_federated_memory, check_landmark_memory
 from kernelscale.model_registry import register_estimator
 from kernelscale.partition import PARTITIONS, make_partition
 from kernelscale.progress import get_logger, track_rounds, verbosity
@@ -354,6 +356,10 @@ class FederatedKernelKMeans(_EmbeddingClustering):
         rng = as_generator(self.random_state)
         cluster, info, indices = _cluster(self, X, y, rng)
         try:
+            check_federated_memory(info.n_rows, info.n_features, self.n_random_features,
+                                   self.n_eigenvectors or self.n_clusters,
+                                   n_jobs=effective_n_jobs(self.n_jobs),
+                                   in_process=self.backend == "local")  # before any round
             with track_rounds(cluster, LOGGER, type(self).__name__, self.verbose):
                 result = fk_kmeans(
                     cluster, self.n_clusters, n_eigenvectors=self.n_eigenvectors,
@@ -613,6 +619,11 @@ class DistributedSpectralClustering(_EmbeddingClustering):
             kernel = make_kernel(kernel_name(self.kernel), gamma=self.gamma, coef0=self.coef0,
                                  n_features=info.n_features, **params)
         n_landmarks = min(self.n_landmarks, info.n_samples)
+        check_landmark_memory(info.n_rows, info.n_features, n_landmarks, sampler="ridge",
+                              n_random_features=self.n_random_features,
+                              embedding_dim=self.embedding_dim, messages=self.messages,
+                              n_jobs=effective_n_jobs(self.n_jobs),
+                              in_process=self.backend == "local")  # before any round
         return distributed_spectral_clustering(
             cluster, self.n_clusters, kernel=kernel, n_components=self.n_components,
             coreset_size=self.coreset_size, n_refine=self.n_refine, protocol=self.protocol,

@@ -1,14 +1,17 @@
 """Fitted ``FederatedKernelKMeans`` and ``DistributedSpectralClustering`` in a model file.
 
 Their state functions for :mod:`kernelscale.model_registry`: the server's model
-(``model_``), the cluster centres, the training labels and the fit's trace.
+(``model_``), the cluster centres, the training labels and the fit's trace; and
+what their files' arrays must be (:func:`fk_kmeans_layout`, :func:`spectral_layout`).
 """
 
 from __future__ import annotations
 
 from kernelscale.federated.fkkmeans import FKKMeansModel
-from kernelscale.model import model_from_arrays, model_to_arrays
-from kernelscale.model_registry import to_json_value
+from kernelscale.memory_plans import feature_map_bytes
+from kernelscale.model import declare_model, model_from_arrays, model_to_arrays
+from kernelscale.model_layout import INTS
+from kernelscale.model_registry import register_layout, to_json_value
 
 
 def fk_kmeans_state(estimator) -> tuple[dict, dict]:
@@ -73,3 +76,70 @@ def restore_spectral(estimator, arrays: dict, meta: dict) -> None:
     estimator.labels_ = arrays["labels"]
     estimator.cluster_centers_ = arrays["centers"]
     estimator.lost_workers_ = list(meta["lost_workers"])
+
+
+def _labels(layout, n_clusters) -> None:
+    """``labels`` (one per training point) name a cluster, or -1 (a lost worker's)."""
+    layout.array("labels", (None,), INTS)
+
+    def check(arrays):
+        labels = arrays["labels"]
+        if labels.size and (labels.min() < -1 or labels.max() >= n_clusters):
+            raise layout.error(f"member labels.npy holds labels outside -1 to "
+                               f"{n_clusters - 1}")
+    layout.check_values(check)
+
+
+def _numbers(layout, values, name: str, count: int | None = None, kind="number") -> None:
+    """A header's list of ``count`` numbers (``kind``: 'number', 'count' or 'seed')."""
+    if not isinstance(values, list) or (count is not None and len(values) != count):
+        raise layout.error(f"its header's {name} are {values!r}")
+    for value in values:
+        getattr(layout, kind)(value, name)
+
+
+def fk_kmeans_layout(layout, state: dict, header: dict) -> None:
+    """Check a ``FederatedKernelKMeans`` file's arrays against its header (see
+    :mod:`kernelscale.model_layout`): each projection maps the previous iteration's
+    columns and D random features, the centres the last one's."""
+    described = state.get("model")
+    if not isinstance(described, dict):
+        raise layout.error("its header has no model")
+    n_features = layout.count(described.get("n_features_in"), "n_features_in", 1)
+    if n_features != header["n_features_in"]:
+        raise layout.error(f"its model takes {n_features:,} features, its header says "
+                           f"n_features_in = {header['n_features_in']:,}")
+    layout.number(described.get("gamma"), "gamma", positive=True)
+    n_random = layout.count(described.get("n_random_features"), "n_random_features", 1)
+    n_iterations = layout.count(described.get("n_iterations"), "n_iterations", 1)
+    _numbers(layout, described.get("seeds"), "seeds", n_iterations, kind="seed")
+    _numbers(layout, described.get("etas"), "etas", n_iterations)
+    columns = 0
+    for t in range(n_iterations):
+        columns = layout.array(f"projection.{t}", (n_random + columns, None)).shape[1]
+    n_clusters = header["params"].get("n_clusters")
+    layout.array("centers", (n_clusters, columns), optional=True)
+    layout.array("eigenvalues", (None,))
+    _labels(layout, n_clusters)
+    for name in ("ranks", "lanczos_steps", "lost_workers"):
+        _numbers(layout, state.get(name), name, kind="count")
+    layout.number(state.get("gamma"), "gamma", positive=True)
+    layout.number(state.get("threshold"), "threshold")
+    layout.allocates("its random feature map", feature_map_bytes("rbf", n_features, n_random))
+
+
+def spectral_layout(layout, state: dict, header: dict) -> None:
+    """Check a ``DistributedSpectralClustering`` file's arrays against its header: its
+    disKPCA model's, the centres in its components' space, one label per point."""
+    n_features, k = declare_model(layout, state.get("model"), prefix="model.")
+    if n_features != header["n_features_in"]:
+        raise layout.error(f"its model takes {n_features:,} features, its header says "
+                           f"n_features_in = {header['n_features_in']:,}")
+    n_clusters = header["params"].get("n_clusters")
+    layout.array("centers", (n_clusters, k))
+    _labels(layout, n_clusters)
+    _numbers(layout, state.get("lost_workers"), "lost_workers", kind="count")
+
+
+register_layout("federated_kernel_kmeans", fk_kmeans_layout)
+register_layout("distributed_spectral_clustering", spectral_layout)

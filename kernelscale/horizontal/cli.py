@@ -26,6 +26,7 @@ from kernelscale.cli_common import (
     flag_names,
     in_flags,
     positive_int,
+    seed_int,
 )
 from kernelscale.horizontal.forecast import (
     FORECAST_METHODS,
@@ -59,7 +60,7 @@ def add_subcommand(subparsers) -> None:
                    help="workers the rows are split over, as in fit (default 5)")
     p.add_argument("--partition", default="power_law", choices=["power_law", "uniform"],
                    help="how fit splits the rows (default power_law)")
-    p.add_argument("--seed", "--random-state", type=int, default=0, dest="seed",
+    p.add_argument("--seed", "--random-state", type=seed_int, default=0, dest="seed",
                    help="fit's seed: the split (default 0)")
     p.add_argument("--messages", default="gram", choices=["gram", "sketch"],
                    help="disKPCA's and disLR's messages (default gram)")
@@ -75,9 +76,10 @@ def add_subcommand(subparsers) -> None:
 
 def run_plan(args) -> int:
     from kernelscale.cli import _load
-    from kernelscale.cli_common import check_degree
+    from kernelscale.cli_common import check_coef0, check_degree
 
     check_degree(args.kernel, args.degree)
+    check_coef0(args.kernel, args.coef0)
     for i, path in enumerate(args.data):
         if i:
             print()

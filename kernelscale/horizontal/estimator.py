@@ -21,6 +21,7 @@ from kernelscale.horizontal.choice import check_budget_kept, choose_plan, draws_
 from kernelscale.horizontal.diskpca import SAMPLERS
 from kernelscale.horizontal.fitting import describe_fit, fit_cluster, run_protocol
 from kernelscale.horizontal.kpca_base import KernelPCABase
+from kernelscale.horizontal.memory_check import check_fit_memory
 from kernelscale.horizontal.model_state import diskpca_state, restore_diskpca
 from kernelscale.horizontal.params import METHODS, check_parameters
 from kernelscale.horizontal.preimage import preimage_round
@@ -502,6 +503,7 @@ default=None
                 # Step 2: what to run, where the user left it to the library
                 plan = choose_plan(self, X, info, cluster)
                 self.method_ = plan.method if plan else (self.method or "diskpca")
+                check_fit_memory(self, info, plan)  # what the plan holds, before any round
                 # Step 3: the protocol (disKPCA, Algorithm 1 of 001, or a baseline)
                 piloted = draws_pilot(self, plan)  # the pilot may choose another method
                 with track_rounds(cluster, LOGGER, f"{type(self).__name__}({self.method_})",

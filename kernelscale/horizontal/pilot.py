@@ -190,6 +190,11 @@ def choose_after_pilot(phi: float, sizes: dict, spread: float = 1.0, n_pilot: in
     # replacement from n rows, the sample counts as m / (1 - m/n) draws (the finite
     # population correction of a sample mean's variance). disLR uses every row.
     effective = batch / max(1.0 - batch / n_samples, 1e-12) if n_samples else batch
+    if n_samples and batch >= n_samples:  # every point: the sample is the data itself
+        return PilotChoice("uniform_batch", (
+            f"the pilot's energy is spread (phi = {phi:.2f} < {FLAT}) and uniform + batch "
+            f"ships every one of the {n_samples} points (the exact kernel PCA at the "
+            f"master), against |Y| = {dislr} for uniform + disLR"))
     if effective >= BATCH_RATIO * dislr:
         return PilotChoice("uniform_batch", (
             f"the pilot's energy is spread (phi = {phi:.2f} < {FLAT}) and uniform + batch "

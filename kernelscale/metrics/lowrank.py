@@ -35,6 +35,8 @@ import numpy as np
 
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel
 from kernelscale.linalg import top_eigh
+from kernelscale.memory import MemoryNeed, check_memory
+from kernelscale.memory_plans import DECOMPOSITION_COPIES
 
 EXACT_REFERENCE_MAX_SAMPLES = 20_000
 
@@ -89,6 +91,10 @@ def exact_kpca_reference(X, kernel: Kernel, n_components: int, center: bool = Fa
         )
     if n_components > n:
         raise ValueError(f"n_components={n_components} exceeds the {n} samples.")
+    check_memory(MemoryNeed(f"the exact reference on {n:,} points", [(
+        f"the {n:,} x {n:,} kernel matrix, centred and decomposed",
+        DECOMPOSITION_COPIES * 8 * n * n)]), "evaluate on a sample (reference=False skips it)",
+        note=False)
     K = kernel(X, X)
     if center:
         row_mean = K.mean(axis=0)

@@ -9,6 +9,7 @@ phase ``setup``, apart from the algorithm's ``fit`` words.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -154,6 +155,11 @@ def check_real(X, name: str = "X") -> None:
     values whose squared distances overflow or underflow float64
     (:func:`check_magnitude`). ``X`` may be a list of partitions.
     """
+    if isinstance(X, Iterator):  # scikit-learn's message: "float() argument must be..."
+        raise TypeError(
+            f"{name} is a {type(X).__name__}, which is read once and has no shape: pass an "
+            "array, a CSR matrix or a list of partitions (np.vstack(list(...)) collects "
+            "one), or feed a stream batch by batch to StreamingKernelPCA.partial_fit.")
     is_list = isinstance(X, (list, tuple))
     parts = X if is_list else [X]
     for part in parts:

@@ -26,6 +26,7 @@ from kernelscale.cli_common import (
     positive_int,
     print_error,
     print_warning,
+    seed_int,
 )
 from kernelscale.progress import progress_bar
 from kernelscale.streaming.estimator import METHODS, StreamingKernelPCA, save_streaming_model
@@ -62,7 +63,7 @@ def add_subcommand(subparsers) -> None:
                    "default) or by the smallest (Liberty 2013)")
     p.add_argument("--chunk-size", type=positive_int, default=10_000,
                    help="rows read at a time (default 10000)")
-    p.add_argument("--seed", "--random-state", type=int, default=0, dest="seed",
+    p.add_argument("--seed", "--random-state", type=seed_int, default=0, dest="seed",
                    help="random seed of the features (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run, flag_names=flag_names(p, {"batch_size": "--chunk-size",

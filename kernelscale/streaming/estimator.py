@@ -13,6 +13,7 @@ import time
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -29,10 +30,12 @@ from kernelscale.constraints import (
     kernel_names,
 )
 from kernelscale.linalg import as_generator, like_input, preserved_dtypes
+from kernelscale.memory_plans import check_streaming_memory
 from kernelscale.model import load_model, save_model
 from kernelscale.model_registry import register_estimator
 from kernelscale.progress import get_logger, progress_bar, verbosity
 from kernelscale.runtime.validation import check_real
+from kernelscale.streaming import model_state  # noqa: F401 - registers the file's layout
 from kernelscale.streaming.baselines import RNCA, StreamingNystrom
 from kernelscale.streaming.skpca import SKPCA, StreamingMethod
 
@@ -259,8 +262,14 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
                 f"sketch_size to at least 2*n_components + 2 = {2 * k + 2}, or use "
                 "shrink='classic'.", UserWarning, stacklevel=4)
 
-    def _start(self, n_features: int) -> None:
+    def _start(self, X, batch_rows: int) -> None:
+        """Build the sketch for ``X``'s features, once its memory is known to fit."""
         self._check_sizes()
+        n_features = X.shape[1]
+        check_streaming_memory(self.method, n_features, n_random_features=self.n_random_features,
+                               sketch_size=self.sketch_size, n_landmarks=self.n_landmarks,
+                               batch_size=batch_rows, kernel=self.kernel,
+                               sparse=sp.issparse(X))
         seed = int(as_generator(self.random_state).integers(2**63))
         self.sketcher_ = build_method(
             self.method, n_features, self.kernel, self.gamma, self.n_random_features,
@@ -291,7 +300,7 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         X = validate_data(self, X, reset=first, accept_sparse="csr",
                           dtype=[np.float64, np.float32])
         if first:
-            self._start(X.shape[1])
+            self._start(X, batch_rows=X.shape[0])
         self.sketcher_.partial_fit(X)
         self._update_counts()
         LOGGER.debug("%s(%s): batch of %d points; %d seen", type(self).__name__, self.method,
@@ -320,7 +329,7 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         check_real(X)
         X = validate_data(self, X, reset=True, accept_sparse="csr",
                           dtype=[np.float64, np.float32])
-        self._start(X.shape[1])
+        self._start(X, batch_rows=min(self.batch_size, X.shape[0]))
         desc = f"{type(self).__name__}({self.method})"
         with verbosity(self.verbose):
             began = time.perf_counter()

@@ -25,6 +25,7 @@ from kernelscale.cli_common import (
     UsageError,
     add_force_arg,
     add_header_arg,
+    check_coef0,
     check_degree,
     check_output,
     flag_names,
@@ -111,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         check_degree(args.kernel, args.degree)
+        check_coef0(args.kernel, args.coef0)
         if args.out:
             check_output(args.out, args.data, args.force, suffixes=(".npy",))
         options = load_options(args.data, args.header)
@@ -120,6 +122,13 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError(
                     "vertical kernel PCA needs dense data; sparse files are not supported."
                 )
+            if args.kernel == "poly" and X.ndim == 2 and X.shape[1]:
+                from kernelscale.cli_checks import check_kernel_values
+                from kernelscale.kernels import make_kernel
+
+                check_kernel_values(make_kernel("poly", gamma=args.gamma, degree=args.degree,
+                                                coef0=args.coef0, n_features=X.shape[1]),
+                                    X, args.data[0])
         else:  # one file per party, read by the party (paths or partials are loaders)
             X = [partial(load, path, **opts) if opts else path
                  for path, opts in zip(args.data, options, strict=True)]

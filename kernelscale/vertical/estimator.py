@@ -15,6 +15,7 @@ from sklearn.base import (
 )
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from kernelscale.backends.local import effective_n_jobs
 from kernelscale.cluster_factory import (
     CLUSTER_PARAMETER_CONSTRAINTS,
     cluster_options,
@@ -29,6 +30,7 @@ from kernelscale.constraints import (
 )
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, kernel_name, make_kernel
 from kernelscale.linalg import like_input, preserved_dtypes
+from kernelscale.memory_plans import check_vertical_memory
 from kernelscale.model_registry import register_estimator
 from kernelscale.partition import feature_block_partition
 from kernelscale.progress import get_logger, track_rounds, verbosity
@@ -379,6 +381,9 @@ str or None
                 coef0=self.coef0,
                 n_features=self.n_features_in_,
             )
+            check_vertical_memory(n_samples, cluster.n_workers, self.n_features_in_,
+                                  n_jobs=effective_n_jobs(self.n_jobs),
+                                  in_process=self.backend == "local")  # n x n, before any round
             with track_rounds(cluster, LOGGER, desc, self.verbose):
                 self.model_ = one_shot_kpca(
                     cluster,
