@@ -196,25 +196,32 @@ def _data(n=600, d=4, seed=0):
     return np.random.default_rng(seed).standard_normal((n, d))
 
 
+#: Rows where the exact fit (two 2,800 x 2,800 float64 copies: 120 MiB) exceeds
+#: FALLBACK_LIMIT and a distributed plan (a worker thread, 64 MiB, and its |Y| x |Y|
+#: matrices and blocks: 87 MiB; kernelscale.memory_plans) stays within it.
+FALLBACK_ROWS, FALLBACK_LIMIT = 2_800, "100M"
+
+
 def test_too_large_exact_fit_with_n_components_fits_a_distributed_plan(monkeypatch):
-    """Above the memory available (here a 1 MiB limit, the kernel matrix needs 5.5 MiB),
+    """Above the memory available (here a 100 MiB limit, the exact fit needs 120 MiB),
     the fit says so and fits a distributed plan; its subspace is close to the exact one."""
-    X = _data()
+    X = _data(n=FALLBACK_ROWS)
     exact = KernelPCA(5, kernel="rbf", gamma=0.3).fit(X)
-    monkeypatch.setenv(MEMORY_LIMIT_ENV, "1M")
-    with pytest.warns(UserWarning, match=r"exact fit of 600 points needs about 0\.0 GiB .* "
-                                         r"more than the 0\.0 GiB available; fitted"):
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, FALLBACK_LIMIT)
+    with pytest.warns(UserWarning, match=r"exact fit of 2,800 points needs about 0\.1 GiB .* "
+                                         r"more than the 0\.1 GiB available; fitted"):
         est = KernelPCA(5, kernel="rbf", gamma=0.3, random_state=0).fit(X)
     assert est.method_ != "exact" and not hasattr(est, "eigenvectors_")
     assert est.communication_.total_words("fit") > 0
-    assert est.transform(X).shape == (600, 5)
+    assert est.transform(X).shape == (FALLBACK_ROWS, 5)
+    monkeypatch.delenv(MEMORY_LIMIT_ENV)  # the exact reference below needs the memory
     ratio = est.approximation_error(X)["ratio"]
     assert ratio == pytest.approx(exact.approximation_error(X)["ratio"], rel=0.05)
 
 
 def test_distributed_plan_keeps_the_word_budget_and_learns_the_map(monkeypatch):
-    X = _data(seed=1)
-    monkeypatch.setenv(MEMORY_LIMIT_ENV, "1M")
+    X = _data(n=FALLBACK_ROWS, seed=1)
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, FALLBACK_LIMIT)
     with pytest.warns(UserWarning, match="fitted"):
         est = KernelPCA(5, kernel="rbf", gamma=0.3, max_words=40_000, n_workers=3,
                         fit_inverse_transform=True, random_state=0).fit(X)
@@ -249,5 +256,5 @@ def test_memory_limit_is_read_from_the_environment(monkeypatch):
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "2.5G")
     assert available_memory_bytes() <= int(2.5 * 2**30)
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "lots")
-    with pytest.raises(ValueError, match="is not a size"):
+    with pytest.raises(ValueError, match="is not an amount of memory"):
         available_memory_bytes()

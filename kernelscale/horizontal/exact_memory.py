@@ -3,19 +3,17 @@
 :class:`~kernelscale.KernelPCA` asks :func:`exact_fit_bytes` what scikit-learn's
 computation needs (the n x n kernel matrix, LAPACK's copy of it, the
 eigenvectors, and with ``fit_inverse_transform`` the n x n kernel of the
-scores) and compares it with :func:`available_memory_bytes`: the operating
-system's available memory (``MemAvailable``), or less where the environment
-variable ``KERNELSCALE_MEMORY_LIMIT`` says so (bytes, or a number with ``K``,
-``M``, ``G`` or ``T``: a share of a machine that others use too).
-
-This is the minimal reading of the machine's memory the drop-in needs; the
-library-wide memory checks (issue 47) read the same variable.
+scores) and compares it with :func:`available_memory_bytes`, the library's one
+reading of the memory available (:func:`kernelscale.memory.available_memory`:
+the system's, the control group's and ``KERNELSCALE_MEMORY_LIMIT``).
 """
 
 from __future__ import annotations
 
-import os
-import re
+from kernelscale.memory import MEMORY_LIMIT_ENV, available_memory
+
+__all__ = ["MEMORY_LIMIT_ENV", "ExactFitMemoryError", "available_memory_bytes",
+           "exact_fit_bytes", "gib"]
 
 
 class ExactFitMemoryError(MemoryError, ValueError):
@@ -26,43 +24,9 @@ class ExactFitMemoryError(MemoryError, ValueError):
     """
 
 
-#: The environment variable that caps the memory kernelscale plans for.
-MEMORY_LIMIT_ENV = "KERNELSCALE_MEMORY_LIMIT"
-_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
-
-def _limit_from_env() -> int | None:
-    text = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
-    if not text:
-        return None
-    match = re.fullmatch(r"(\d+(?:\.\d*)?)\s*([KMGT]?)(?:i?B)?", text, flags=re.IGNORECASE)
-    if match is None:
-        raise ValueError(f"{MEMORY_LIMIT_ENV}={text!r} is not a size: give bytes, or a "
-                         "number with K, M, G or T (e.g. 8G).")
-    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
-
-
-def _os_available() -> int | None:
-    """``MemAvailable`` from ``/proc/meminfo`` (psutil's reading elsewhere), or None."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        import psutil
-    except ImportError:
-        return None
-    return int(psutil.virtual_memory().available)
-
-
-def available_memory_bytes() -> int | None:
-    """The memory a fit may take: the least of the OS's available memory and
-    ``KERNELSCALE_MEMORY_LIMIT``; None when neither is known."""
-    known = [b for b in (_os_available(), _limit_from_env()) if b is not None]
-    return min(known) if known else None
+def available_memory_bytes() -> int:
+    """The memory a fit may take (:func:`kernelscale.memory.available_memory`)."""
+    return available_memory()
 
 
 def exact_fit_bytes(n_samples: int, n_features: int, n_components: int | None,

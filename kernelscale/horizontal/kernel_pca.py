@@ -108,9 +108,9 @@ default='linear'
     max_words : int, default=None
         kernelscale's: a word budget for a distributed plan, when the exact fit
         does not fit in memory (:class:`~kernelscale.horizontal.estimator.DistributedKernelPCA`'s
-        ``max_words``); without it, the default plan (disKPCA with 400
-        landmarks or the method its pilot shows at the same words). No effect
-        on an exact fit.
+        ``max_words``); without it, disKPCA with 400 landmarks (not the
+        default's pilot, which may switch to uniform + batch at up to n points,
+        as much memory as the exact fit). No effect on an exact fit.
     n_workers : int, default=1
         kernelscale's: the in-process workers a distributed plan splits ``X``
         over (its words are counted over them). No effect on an exact fit.
@@ -322,7 +322,10 @@ default='linear'
             tol=self.tol, max_iter=self.max_iter, iterated_power=self.iterated_power,
             remove_zero_eig=self.remove_zero_eig, random_state=self.random_state,
             n_jobs=self.n_jobs, max_words=self.max_words, n_workers=self.n_workers,
-            partition="uniform").fit(X)
+            partition="uniform",
+            # Without a word budget the default's pilot may switch to uniform + batch
+            # at up to n points, whose master holds what the exact fit would: disKPCA.
+            method=None if self.max_words is not None else "diskpca").fit(X)
         for name in ("model_", "method_", "communication_", "lost_workers_", "budget_plan_"):
             if hasattr(plan, name):
                 setattr(self, name, getattr(plan, name))
