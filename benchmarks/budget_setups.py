@@ -253,9 +253,10 @@ def write_summary(table: list[dict], rows: list[dict], out: Path) -> None:
         "method sized to B, mean excess over the seeds where all ran.", "",
         "## Verdict", "",
         f"- No ledger above B: {n_over} of {n_fits:,} budgeted fits over their budget. "
-        f"{verdict(not n_over)}",
+        f"{verdict(not n_over) if n_fits else '**not run yet**'}",
         f"- Budgeted excess <= {HELD_OUT} x the best method's (or best < {AT_OPTIMUM:g}): "
-        f"{len(table) - len(missed)} of {len(table)} cells. {verdict(not missed)}",
+        f"{len(table) - len(missed)} of {len(table)} cells. "
+        f"{verdict(not missed) if table else '**not run yet**'}",
     ]
     if choosing:
         lines.append(f"- What choosing cost (the words of the measurement that a fit of the "
