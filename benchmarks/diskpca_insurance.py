@@ -51,7 +51,8 @@ from kernelscale.partition import make_partition, split
 RESULTS = Path(__file__).parent / "results"
 OUT = RESULTS / "diskpca_insurance"
 KERNELS = {"poly": ("Figure 2", "polynomial (q = 4)"), "rbf": ("Figure 3", "RBF (0.2 x median)")}
-FEW_PERCENT = 1.05   # "nearly match the optimum": err / opt at most 1.05
+# Paper 000 (section 6): "the error increases typically by less than 3%" over batch KPCA.
+FEW_PERCENT = 1.03
 SPEEDUP = 10.0       # "a speed up of 10x by using five workers"
 EXCESS = 0.05        # the excess reading: at most 5% of the optimum's captured energy missed
 DISKPCA = ("diskpca ridge (gram)", "diskpca paper (gram)", "diskpca paper (sketch)")
@@ -170,7 +171,7 @@ def claims(which: str, rows, exact: dict) -> list[str]:
         if good:
             first = good[0]
             lines.append(
-                f"* {method}, error within a few percent of the optimum (err / opt <= "
+                f"* {method}, error within 3% of the optimum (err / opt <= "
                 f"{FEW_PERCENT}): {verdict(True)} from {first['fit_words']:,.0f} fit words "
                 f"(|Y| = {first['n_landmarks']:.0f}: err / opt = {first['ratio']:.4f}, excess "
                 f"{first['excess']:.3g}); at the most words ({pts[-1]['fit_words']:,.0f}) "
@@ -200,7 +201,7 @@ def claims(which: str, rows, exact: dict) -> list[str]:
                 f"{exact['lanczos_seconds'] / pts[-1]['parallel_seconds']:.1f} x.")
         else:
             lines.append(
-                f"* {method}, error within a few percent of the optimum: {verdict(False)} "
+                f"* {method}, error within 3% of the optimum: {verdict(False)} "
                 f"(its best err / opt is {best['ratio']:.4f}, excess {best['excess']:.3g}, at "
                 f"{best['fit_words']:,.0f} words); the speed-up claim has no setting to judge.")
     lines.append("")
@@ -216,7 +217,7 @@ def summary(results: dict, quick: bool) -> str:
               "paper's parameters (t = 50, p = 250, m = 2000), every method sized to the same "
               "fit-word budgets B (10^4 .. 10^6.5), one BLAS thread per process on a "
               "shared, loaded 2-core machine (seconds are noisy: compare within a row). "
-              f"'Within a few percent' is read as err / opt <= {FEW_PERCENT}; the excess "
+              f"Paper 000's 'less than 3%' is read as err / opt <= {FEW_PERCENT}; the excess "
               "says how much of the best rank-10 subspace's energy is missed, which raw "
               "err / opt hides (opt is most of the trace). The speed-up is judged at the "
               "cheapest setting that meets the error claim. Figure: `figures2_3.png`; "
