@@ -51,7 +51,8 @@ from kernelscale.partition import make_partition, split
 RESULTS = Path(__file__).parent / "results"
 OUT = RESULTS / "diskpca_insurance"
 KERNELS = {"poly": ("Figure 2", "polynomial (q = 4)"), "rbf": ("Figure 3", "RBF (0.2 x median)")}
-FEW_PERCENT = 1.05   # "nearly match the optimum": err / opt at most 1.05
+# Paper 000 (section 6): "the error increases typically by less than 3%" over batch KPCA.
+FEW_PERCENT = 1.03
 SPEEDUP = 10.0       # "a speed up of 10x by using five workers"
 EXCESS = 0.05        # the excess reading: at most 5% of the optimum's captured energy missed
 DISKPCA = ("diskpca ridge (gram)", "diskpca paper (gram)", "diskpca paper (sketch)")
@@ -170,7 +171,7 @@ def claims(which: str, rows, exact: dict) -> list[str]:
         if good:
             first = good[0]
             lines.append(
-                f"* {method}, error within a few percent of the optimum (err / opt <= "
+                f"* {method}, error within 3% of the optimum (err / opt <= "
                 f"{FEW_PERCENT}): {verdict(True)} from {first['fit_words']:,.0f} fit words "
                 f"(|Y| = {first['n_landmarks']:.0f}: err / opt = {first['ratio']:.4f}, excess "
                 f"{first['excess']:.3g}); at the most words ({pts[-1]['fit_words']:,.0f}) "
@@ -200,7 +201,7 @@ def claims(which: str, rows, exact: dict) -> list[str]:
                 f"{exact['lanczos_seconds'] / pts[-1]['parallel_seconds']:.1f} x.")
         else:
             lines.append(
-                f"* {method}, error within a few percent of the optimum: {verdict(False)} "
+                f"* {method}, error within 3% of the optimum: {verdict(False)} "
                 f"(its best err / opt is {best['ratio']:.4f}, excess {best['excess']:.3g}, at "
                 f"{best['fit_words']:,.0f} words); the speed-up claim has no setting to judge.")
     lines.append("")
@@ -216,7 +217,7 @@ def summary(results: dict, quick: bool) -> str:
               "paper's parameters (t = 50, p = 250, m = 2000), every method sized to the same "
               "fit-word budgets B (10^4 .. 10^6.5), one BLAS thread per process on a "
               "shared, loaded 2-core machine (seconds are noisy: compare within a row). "
-              f"'Within a few percent' is read as err / opt <= {FEW_PERCENT}; the excess "
+              f"Paper 000's 'less than 3%' is read as err / opt <= {FEW_PERCENT}; the excess "
               "says how much of the best rank-10 subspace's energy is missed, which raw "
               "err / opt hides (opt is most of the trace). The speed-up is judged at the "
               "cheapest setting that meets the error claim. Figure: `figures2_3.png`; "
@@ -238,10 +239,11 @@ def plot(results: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, len(results), figsize=(6.2 * len(results), 8.4), squeeze=False)
+    fig, axes = plt.subplots(2, len(results), figsize=(6.6 * len(results), 11.0), squeeze=False)
     for j, (which, (rows, exact)) in enumerate(results.items()):
         figure, label = KERNELS[which]
         err_ax, time_ax = axes[0, j], axes[1, j]
+        fastest = math.inf
         for method, marker in zip(DISKPCA + BASELINES, "os^Dv", strict=True):
             pts = [p for p in points(rows, method) if p["excess"] > 0]
             if not pts:
@@ -252,6 +254,8 @@ def plot(results: dict, path: Path) -> None:
                          color=line.get_color(), label=f"{method}, parallel")
             time_ax.plot(xs, [p["seconds"] for p in pts], marker=marker, linestyle=":",
                          color=line.get_color(), alpha=0.6)
+            fastest = min(fastest, *(p["parallel_seconds"] for p in pts),
+                          *(p["seconds"] for p in pts))
         err_ax.axvline(exact["fit_words"], color="k", linestyle="--",
                        label=f"batch KPCA (excess 0) at {exact['fit_words']:,} words")
         time_ax.axhline(exact["seconds"], color="k", linestyle="--",
@@ -269,9 +273,10 @@ def plot(results: dict, path: Path) -> None:
                     title=f"{figure}(b): runtime (solid: one machine per worker; "
                           "dotted: one process)")
         time_ax.title.set_fontsize(9)
-        time_ax.set_ylim(0.02, exact["seconds"] * 300)  # room for the legend above the lines
-        err_ax.legend(fontsize=7)
-        time_ax.legend(fontsize=7, loc="upper left", ncol=2)
+        # every point shown, the cheapest fits included; the legends go below the axes
+        time_ax.set_ylim(fastest / 2, exact["seconds"] * 2)
+        err_ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+        time_ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -169,38 +169,35 @@ def plot(rows, path):
     for i, name in enumerate(datasets):
         for j, n_refine in enumerate(REFINES):
             ax = axes[i, j]
-            for k, ((method, curve), marker, style) in enumerate(zip(
+            sweeps = []
+            for (method, curve), marker, style in zip(
                     curves(rows, name, n_refine).items(), "os^", ("-", "--", "-."),
-                    strict=True)):
+                    strict=True):
                 knob = KNOB_LABELS[method]
                 mean = np.array([s.mean for s in curve])
                 ci = np.array([s.ci95 for s in curve])
-                # NMI lies in [0, 1]: the interval is clipped to it
-                line = ax.errorbar([s.words for s in curve], mean,
-                                   yerr=[np.minimum(ci, mean), np.minimum(ci, 1 - mean)],
-                                   marker=marker, linestyle=style, capsize=3,
-                                   label=f"{method} (ends labelled by {knob})")
-                # only the two ends of each curve are labelled, each method on its own
-                # side, so labels do not sit on each other
-                for s in (curve[0], curve[-1]):
-                    ax.annotate(f"{knob}={s.param}", (s.words, s.mean), fontsize=7,
-                                xytext=(4, (8, -12, 18)[k]), textcoords="offset points",
-                                color=line[0].get_color())
+                # NMI lies in [0, 1]: the interval is clipped to it. The sweep's range goes
+                # in the legend, not on the curves, where labels collided.
+                ax.errorbar([s.words for s in curve], mean,
+                            yerr=[np.minimum(ci, mean), np.minimum(ci, 1 - mean)],
+                            marker=marker, linestyle=style, capsize=3,
+                            label=f"{method} ({knob} grows left to right; its range in the "
+                                  "panel's title)")
+                sweeps.append(f"{knob} {curve[0].param}-{curve[-1].param}")
+            refs = {}
             for method, color, style in (("CK", "k", "--"), ("SK", "tab:gray", ":")):
-                ref = reference(rows, name, method).mean
-                ax.axhline(ref, color=color, linestyle=style, linewidth=1.5,
-                           label=f"{method} (centralised)")
-                ax.annotate(f"{method} {ref:.3f}", (1.0, ref), xycoords=("axes fraction",
-                            "data"), xytext=(3, -3 if method == "SK" else 3),
-                            textcoords="offset points", fontsize=7, color=color)
+                refs[method] = reference(rows, name, method).mean
+                ax.axhline(refs[method], color=color, linestyle=style, linewidth=1.5,
+                           label=f"{method} (centralised; its NMI in each panel's title)")
             protocol = "paper's protocol" if n_refine == 0 else "Lloyd refinement"
             ax.set(xscale="log", xlabel="uploaded words (fit)",
                    ylabel=f"NMI (mean; 95% CI, {n_seeds} seeds)",
-                   title=f"{name}, n_refine = {n_refine} ({protocol})")
+                   title=f"{name}, n_refine = {n_refine} ({protocol})\n"
+                         f"CK {refs['CK']:.3f}, SK {refs['SK']:.3f}; {', '.join(sweeps)}")
             ax.set_ylim(bottom=max(0.0, ax.get_ylim()[0]))
             ax.xaxis.set_minor_formatter(NullFormatter())  # decades only: no overlapping ticks
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=9)
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=10)
     fig.savefig(path, dpi=100)
     plt.close(fig)
 

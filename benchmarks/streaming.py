@@ -44,7 +44,7 @@ from threadpoolctl import threadpool_limits
 from kernelscale.bench import write_rows
 from kernelscale.bench.plot import log_axis
 from kernelscale.bench.scripts import read_rows
-from kernelscale.bench.streaming_sweep import seconds_per_query, sweep, timed_train
+from kernelscale.bench.streaming_sweep import curve_style, seconds_per_query, sweep, timed_train
 from kernelscale.datasets import iter_gaussian_mixture, load_digits_standardized, make_random_noisy
 from kernelscale.kernels import median_heuristic
 from kernelscale.streaming import SKPCA
@@ -95,9 +95,13 @@ def memory(ns, m, l, chunk):
     return rows
 
 
-PANELS = [("sample_size", "spectral_error"), ("space_words", "spectral_error"),
-          ("sample_size", "frobenius_error"), ("space_words", "frobenius_error"),
-          ("sample_size", "train_s"), ("sample_size", "test_s_per_point")]
+#: The sweep's two figures: the errors against sample size and space, then the times.
+FIGURES = {
+    "error_vs_size.png": [("sample_size", "spectral_error"), ("space_words", "spectral_error"),
+                          ("sample_size", "frobenius_error"),
+                          ("space_words", "frobenius_error")],
+    "time_vs_size.png": [("sample_size", "train_s"), ("sample_size", "test_s_per_point")],
+}
 AXIS_LABELS = {
     "sample_size": "sample size (m features or c samples)",
     "space_words": "space (words held)",
@@ -108,22 +112,13 @@ AXIS_LABELS = {
 }
 
 
-def curve_style(label, ls):
-    """Nystrom and RNCA solid with their own markers; SKPCA's six l values dashed, in
-    colours that run light to dark with l, each with its own marker."""
-    import matplotlib
-
-    if label == "Nystrom":
-        return {"color": "tab:blue", "marker": "o", "linestyle": "-", "lw": 1.8}
-    if label == "RNCA":
-        return {"color": "tab:orange", "marker": "s", "linestyle": "-", "lw": 1.8}
-    l = int(label.split("=")[1])
-    shade = matplotlib.colormaps["viridis"](0.1 + 0.8 * ls.index(l) / max(1, len(ls) - 1))
-    return {"color": shade, "marker": "v^<>Dph"[ls.index(l) % 7], "linestyle": "--",
-            "lw": 1.1}
+def plot_sweep(rows, out):
+    """The figures of :data:`FIGURES` in ``out``."""
+    for filename, panels in FIGURES.items():
+        _plot_panels(rows, panels, out / filename)
 
 
-def plot_sweep(rows, path):
+def _plot_panels(rows, panels, path):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -131,41 +126,49 @@ def plot_sweep(rows, path):
 
     datasets = sorted({r["dataset"] for r in rows})
     ls = sorted({int(r["sketch_size"]) for r in rows if r["method"] == "skpca"})
-    fig, axes = plt.subplots(len(datasets), len(PANELS), figsize=(4.2 * len(PANELS),
-                                                                  3.6 * len(datasets)),
+    fig, axes = plt.subplots(len(datasets), len(panels), figsize=(4.6 * len(panels),
+                                                                  3.7 * len(datasets) + 0.8),
                              layout="constrained")
     axes = np.atleast_2d(axes)
     for i, name in enumerate(datasets):
         sub = [r for r in rows if r["dataset"] == name]
         labels = sorted({r["label"] for r in sub}, key=lambda s: (s.startswith("SKPCA"),
                         int(s.split("=")[1]) if "=" in s else 0, s))
-        for j, (x, y) in enumerate(PANELS):
+        for j, (x, y) in enumerate(panels):
             ax = axes[i, j]
             values = [r[y] for r in sub]
             # An exact fit (Nystrom with c = n) has an error at machine precision: drawn at
             # the panel's floor with its value written, not at 1e-18 squashing the rest.
+            # It is not joined to its curve: a line down to the floor would read as a
+            # sudden drop of the error, which the axis cannot show.
             floor = min(v for v in values if v > 1e-9 * max(values)) / 3
             for label in labels:
                 pts = sorted((r[x], r[y]) for r in sub if r["label"] == label)
-                xs = [p[0] for p in pts]
-                ys = [max(p[1], floor) for p in pts]
-                ax.plot(xs, ys, label=label, ms=4, **curve_style(label, ls))
+                style = curve_style(label, ls)
+                inexact = [p for p in pts if p[1] >= floor]
+                ax.plot([p[0] for p in inexact], [p[1] for p in inexact], label=label, ms=4,
+                        **style)
                 for xv, yv in pts:
                     if yv < floor:
-                        ax.annotate(f"exact fit\n({yv:.0e})", (xv, floor), fontsize=7,
-                                    xytext=(-70, 25), textcoords="offset points",
-                                    arrowprops={"arrowstyle": "->", "lw": 0.8})
+                        ax.plot([xv], [floor], marker=style["marker"], ms=7, linestyle="none",
+                                markerfacecolor="none", color=style["color"])
+                        ax.annotate(f"exact fit ({yv:.0e}),\ndrawn at the floor", (xv, floor),
+                                    fontsize=9, xytext=(-165, 2), textcoords="offset points",
+                                    va="bottom", arrowprops={"arrowstyle": "->", "lw": 0.8})
             log_axis(ax, "x")
             log_axis(ax, "y")
-            ax.set_xlabel(AXIS_LABELS[x], fontsize=8)
-            ax.set_ylabel(AXIS_LABELS[y], fontsize=8)
-            ax.set_title(f"{name}: {AXIS_LABELS[y].split(' ||')[0].split(' (')[0]}",
-                         fontsize=9)
+            ax.set_xlabel(AXIS_LABELS[x], fontsize=10)
+            ax.set_ylabel(AXIS_LABELS[y], fontsize=10)
+            against = "space" if x == "space_words" else "sample size"
+            ax.set_title(f"{name}: {AXIS_LABELS[y].split(' ||')[0].split(' (')[0]} vs "
+                         f"{against}", fontsize=11)
     handles, names = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="outside lower center", ncol=len(names), fontsize=9)
-    fig.suptitle("Streaming kernel PCA (004, Figures 1-3): error, train and test time "
-                 "against sample size and space; seconds in-process, one BLAS thread, "
-                 "shared 2-core machine", fontsize=10)
+    fig.legend(handles, names, loc="outside lower center", ncol=(len(names) + 1) // 2,
+               fontsize=11)
+    what = ("error" if "error" in panels[0][1] else "train and test time")
+    fig.suptitle(f"Streaming kernel PCA (004, Figures 1-3): {what} against sample size"
+                 + (" and space" if what == "error" else "; seconds in-process, one BLAS "
+                    "thread, shared 2-core machine"), fontsize=12)
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
 
@@ -214,7 +217,7 @@ def run(argv=None):
         print(json.dumps(memory_run(*args.memory_run)))
         return
     if args.plot_only:
-        plot_sweep(read_rows(OUT / "error_vs_size.csv"), OUT / "error_vs_size.png")
+        plot_sweep(read_rows(OUT / "error_vs_size.csv"), OUT)
         plot_scaling(read_rows(OUT / "train_time_scaling.csv"), OUT / "train_time_scaling.png")
         return
     OUT.mkdir(parents=True, exist_ok=True)
@@ -230,7 +233,7 @@ def run(argv=None):
                  sizes, ls, 300 if q else 2000)
     rows += sweep("digits", Xd[:-300], Xd[-300:], sizes, ls, 300 if q else 1497)
     write_rows(OUT / "error_vs_size.csv", rows)
-    plot_sweep(rows, OUT / "error_vs_size.png")
+    plot_sweep(rows, OUT)
     print("train time scaling", flush=True)
     plan = [(200, [2000, 4000])] if q else [(1000, [5000, 10000, 20000, 40000]), (2000, [20000])]
     srows = scaling(None, plan)

@@ -4,7 +4,8 @@
     python benchmarks/streaming_real.py --quick    # a smoke run (seconds)
     python benchmarks/streaming_real.py --summary-only   # summary.md and plots from the CSV
 
-Writes ``error_vs_size.csv``, ``error_vs_size.png`` (means over seeds) and
+Writes ``error_vs_size.csv``, ``error_vs_size.png`` and ``time_vs_size.png``
+(means over seeds) and
 ``summary.md`` under ``benchmarks/results/streaming_real/``. Letter (20,000 x 16,
 raw values), satellite (6,435 x 36, raw) and spam (4,601 x 57, standardised:
 three raw columns dominate the distances) stand in for the paper's CPU, Adult
@@ -25,6 +26,7 @@ hold.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -32,8 +34,9 @@ from threadpoolctl import threadpool_limits
 
 from kernelscale.bench import write_rows
 from kernelscale.bench.equal_words import best_within, budget_grid, fmt, mean_std, summarize
+from kernelscale.bench.plot import log_axis
 from kernelscale.bench.scripts import read_rows, script_arguments, verdict
-from kernelscale.bench.streaming_sweep import sweep
+from kernelscale.bench.streaming_sweep import curve_style, sweep
 from kernelscale.datasets import load_dataset
 
 OUT = Path(__file__).parent / "results" / "streaming_real"
@@ -91,59 +94,66 @@ def mean_rows(rows):
     return out
 
 
-PANELS = (("sample_size", "spectral_error", "spectral error ||G - G'||_2 / n"),
-          ("space_words", "spectral_error", "spectral error ||G - G'||_2 / n"),
-          ("sample_size", "frobenius_error", "Frobenius error ||G - G'||_F / n^2"),
-          ("space_words", "frobenius_error", "Frobenius error ||G - G'||_F / n^2"),
-          ("sample_size", "train_s", "train seconds (whole stream)"),
-          ("sample_size", "test_s_per_point", "test milliseconds per point"))
+#: The two figures: the errors (against sample size and against space), then the times.
+FIGURES = {
+    "error_vs_size.png": (("sample_size", "spectral_error", "spectral error ||G - G'||_2 / n"),
+                          ("space_words", "spectral_error", "spectral error ||G - G'||_2 / n"),
+                          ("sample_size", "frobenius_error",
+                           "Frobenius error ||G - G'||_F / n^2"),
+                          ("space_words", "frobenius_error",
+                           "Frobenius error ||G - G'||_F / n^2")),
+    "time_vs_size.png": (("sample_size", "train_s", "train seconds (whole stream)"),
+                         ("sample_size", "test_s_per_point", "test milliseconds per point")),
+}
 X_LABELS = {"sample_size": "sample size m = c", "space_words": "space (words held)"}
 
 
-def plot(rows, path):
-    """Means ± std over seeds; SKPCA's sketch sizes l in a sequential colour map; one legend."""
+def plot(rows, out):
+    """The figures of :data:`FIGURES` in ``out``: means ± std over seeds, one row of
+    panels per data set, one legend; SKPCA's sketch sizes l in colours and markers of
+    their own (:func:`~kernelscale.bench.streaming_sweep.curve_style`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
-    fig, axes = plt.subplots(len(datasets), len(PANELS),
-                             figsize=(4.3 * len(PANELS), 3.6 * len(datasets) + 0.8),
-                             squeeze=False)
     labels = labels_of(rows)
-    sketches = [lab for lab in labels if family(lab) == "SKPCA"]
-    ramp = plt.get_cmap("viridis")
-    colours = {"Nystrom": "tab:blue", "RNCA": "tab:red",
-               **{lab: ramp(0.15 + 0.75 * i / max(1, len(sketches) - 1))
-                  for i, lab in enumerate(sketches)}}
-    for i, name in enumerate(datasets):
-        for j, (x, y, ylabel) in enumerate(PANELS):
-            ax = axes[i, j]
-            scale = 1e3 if y == "test_s_per_point" else 1.0
-            for label in labels:
-                pts = []
-                for size in sorted({r["sample_size"] for r in select(rows, name, label)}):
-                    group = select(rows, name, label, size)
-                    mean, sd = mean_std(r[y] * scale for r in group)
-                    pts.append((float(np.mean([r[x] for r in group])), mean, sd))
-                skpca = family(label) == "SKPCA"
-                ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
-                            yerr=[p[2] for p in pts], color=colours[label],
-                            marker="." if skpca else "o", ms=3 if skpca else 4,
-                            lw=1.0 if skpca else 1.6, capsize=2, elinewidth=0.8,
-                            linestyle="--" if skpca else "-", label=label)
-            ax.set(xscale="log", yscale="log", xlabel=X_LABELS[x], ylabel=ylabel)
-            ax.set_title(f"{name}: {ylabel.split(' ||')[0].split(' (')[0]} vs "
-                         f"{'space' if x == 'space_words' else 'sample size'}", fontsize=9)
-    handles, names = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=8,
-               title="mean ± std over seeds; m = random features (SKPCA, RNCA) or sampled "
-                     "points c (Nystrom); SKPCA dashed, its sketch size l from dark (small) to "
-                     "light (large)", title_fontsize=8)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    ls = sorted({int(lab.split("=")[1]) for lab in labels if family(lab) == "SKPCA"})
+    for filename, panels in FIGURES.items():
+        fig, axes = plt.subplots(len(datasets), len(panels),
+                                 figsize=(4.6 * len(panels), 3.7 * len(datasets) + 1.0),
+                                 squeeze=False, layout="constrained")
+        for i, name in enumerate(datasets):
+            for j, (x, y, ylabel) in enumerate(panels):
+                _panel(axes[i, j], rows, name, labels, ls, x, y, ylabel)
+        handles, names = axes[0, 0].get_legend_handles_labels()
+        note = ("mean ± std over seeds; m = random features (SKPCA, RNCA) or sampled points "
+                "c (Nystrom); SKPCA dashed, sketch size l from purple (small) to yellow (large)")
+        fig.legend(handles, names, loc="outside lower center", ncol=(len(names) + 1) // 2,
+                   fontsize=11, title=textwrap.fill(note, 40 * len(panels)),
+                   title_fontsize=11)
+        fig.savefig(out / filename, dpi=90)
+        plt.close(fig)
+
+
+def _panel(ax, rows, name, labels, ls, x, y, ylabel):
+    scale = 1e3 if y == "test_s_per_point" else 1.0
+    for label in labels:
+        pts = []
+        for size in sorted({r["sample_size"] for r in select(rows, name, label)}):
+            group = select(rows, name, label, size)
+            mean, sd = mean_std(r[y] * scale for r in group)
+            pts.append((float(np.mean([r[x] for r in group])), mean, sd))
+        ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts],
+                    ms=5, capsize=2, elinewidth=0.8, label=label, **curve_style(label, ls))
+    log_axis(ax, "x")
+    log_axis(ax, "y")
+    ax.set_xlabel(X_LABELS[x], fontsize=10)
+    ax.set_ylabel(ylabel, fontsize=10)
+    what = ylabel.split(" ||")[0].split(" (")[0].replace(" milliseconds per point", " ms")
+    ax.set_title(f"{name}: {what} vs {'space' if x == 'space_words' else 'sample size'}",
+                 fontsize=11)
 
 
 def family_settings(rows, dataset, measure):
@@ -282,7 +292,8 @@ def summary(rows, quick):
               "are wall-clock on the shared 2-core machine with one BLAS thread, every method "
               "in the same run. 'Space' is the paper's count of words a model holds (m d + m l "
               "for SKPCA, m^2 + m d for RNCA, c^2 + c d for Nystrom). Plots: "
-              "`error_vs_size.png` (means); full numbers: `error_vs_size.csv`.", ""]
+              "`error_vs_size.png` and `time_vs_size.png` (means ± std); full numbers: "
+              "`error_vs_size.csv`.", ""]
     for name in dict.fromkeys(r["dataset"] for r in rows):
         first = select(rows, name)[0]
         lines += [f"## {name} (n_train = {first['n_train']:,}, d = {first['d']}, "
@@ -303,7 +314,7 @@ def main(argv=None):
         with threadpool_limits(1, user_api="blas"):
             rows = runs(args.datasets, args.seeds, args.quick)
         write_rows(out / "error_vs_size.csv", rows)
-    plot(rows, out / "error_vs_size.png")
+    plot(rows, out)
     text = summary(rows, args.quick)
     (out / "summary.md").write_text(text)
     print(text)

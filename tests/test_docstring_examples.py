@@ -67,3 +67,38 @@ def test_getting_started_quotes_a_current_run():
     ledger = next(b for b in re.findall(r"```text\n(.*?)```", page, re.S)
                   if b.startswith("communication (fit)"))
     assert ledger.strip() == namespace["kpca"].communication_.summary(times=False).strip()
+
+
+SETTINGS = ("kernelscale", "kernelscale.horizontal", "kernelscale.vertical",
+            "kernelscale.federated", "kernelscale.streaming")
+
+
+def public_estimators() -> list[str]:
+    """Every public class with a ``fit`` or ``partial_fit`` of ``kernelscale`` and its
+    settings' packages (``module:name``): what a reader copies from."""
+    found = {}
+    for module_name in SETTINGS:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if isinstance(obj, type) and (hasattr(obj, "fit") or hasattr(obj, "partial_fit")):
+                found.setdefault(obj, f"{module_name}:{name}")
+    # a base class of other public estimators is their interface, not one to fit
+    bases = {base for cls in found for base in cls.__mro__[1:]}
+    return sorted(name for cls, name in found.items() if cls not in bases)
+
+
+@pytest.mark.parametrize("name", public_estimators())
+def test_an_estimators_examples_run_as_written_in_a_fresh_namespace(name):
+    """The Examples of a public estimator, copied as they are written into a new session,
+    run: they import what they use (the module's doctests run with its globals, which
+    hide a missing import)."""
+    module_name, _, name = name.partition(":")
+    cls = getattr(importlib.import_module(module_name), name)
+    tests = [t for t in doctest.DocTestFinder(recurse=False).find(cls, name, globs={})
+             if t.examples]
+    assert tests, f"{name} has no Examples section"
+    runner = doctest.DocTestRunner(optionflags=FLAGS)
+    for test in tests:
+        runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0, f"{name}'s Examples fail as written"

@@ -93,6 +93,14 @@ def recovery_curves(recovery: list[dict], key: str) -> dict:
     return out
 
 
+def _run_range(recovery: list[dict], name: str, variant: str, key: str):
+    """Per iteration, the smallest and the largest ``key`` over the runs."""
+    sub = [r for r in recovery if r["data"] == name and r["variant"] == variant]
+    ts = sorted({r["t"] for r in sub})
+    values = [np.array([r[key] for r in sub if r["t"] == t], dtype=float) for t in ts]
+    return np.array([v.min() for v in values]), np.array([v.max() for v in values])
+
+
 def plot(rows: list[dict], recovery: list[dict], path: Path) -> None:
     """Draw the benchmark's nine panels (paper 003's Figures 1-5 in spirit) into ``path``.
 
@@ -109,13 +117,14 @@ def plot(rows: list[dict], recovery: list[dict], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(3, 3, figsize=(18, 14))
     ax = axes.ravel()
     n_runs = len({r["seed"] for r in recovery})
     styles = {("digits", "CEM"): ("C0", "-"), ("digits", "no CEM"): ("C0", "--"),
               ("mixture", "CEM"): ("C1", "-"), ("mixture", "no CEM"): ("C1", "--")}
-    panels = [(0, "recovery_error", "||K_t - K_hat||_F^2 / N^2 (mean, band: ± std)",
+    panels = [(0, "recovery_error", "||K_t - K_hat||_F^2 / N^2 (mean; band: min to max of runs)",
                f"Figure 1: recovery error, mean over {n_runs} runs", "log"),
               (2, "upload_words", "upload words in iteration t (mean)",
                "Figure 2: uploads per DSPGD iteration", "log"),
@@ -131,21 +140,24 @@ def plot(rows: list[dict], recovery: list[dict], path: Path) -> None:
                 continue
             ax[i].plot(ts, mean, linestyle=style, color=color, marker=".", label=label)
             if key == "recovery_error":
-                ax[i].fill_between(ts, np.maximum(mean - sd, mean * 0.05), mean + sd,
-                                   color=color, alpha=0.15)
+                # min to max over the runs: mean - std falls below 0 on this log axis
+                low, high = _run_range(recovery, name, variant, key)
+                ax[i].fill_between(ts, low, high, color=color, alpha=0.15)
                 ax[1].plot(ts, sd, linestyle=style, color=color, marker=".", label=label)
             elif key != "upload_words":
                 ax[i].fill_between(ts, mean - sd, mean + sd, color=color, alpha=0.15)
         ax[i].set(xlabel="iteration t", ylabel=ylabel, yscale=scale, title=title)
-        ax[i].legend(fontsize=7)
+        ax[i].xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax[i].legend(fontsize=8)
     for name, (ts, mean, _) in recovery_curves(recovery, "recovery_error").items():
         if name[1] == "CEM":
             ax[0].plot(ts, mean[0] / ts, ":", color=styles[name][0],
                        label=f"{name[0]}: err_1 / t (O(1/t))")
-    ax[0].legend(fontsize=7)
+    ax[0].legend(fontsize=8)
     ax[1].set(xlabel="iteration t", ylabel="standard deviation over runs", yscale="log",
               title=f"Figure 1: standard deviation of the recovery error ({n_runs} runs)")
-    ax[1].legend(fontsize=7)
+    ax[1].xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax[1].legend(fontsize=8)
     T = max(_params(rows, "FK"))
     n_seeds = len({r["seed"] for r in rows})
     for a, n_refine in zip(ax[6:8], REFINES, strict=True):
@@ -155,10 +167,8 @@ def plot(rows: list[dict], recovery: list[dict], path: Path) -> None:
             xs = [_stat(rows, "upload_words", method=method, param=p, **sel)[0] for p in params]
             ys = [_ci(rows, method=method, param=p, **sel) for p in params]
             a.errorbar(xs, [m for m, _ in ys], yerr=[e for _, e in ys], marker=marker,
-                       capsize=3, label=f"{method} (points: {knob})")
-            for x, (yv, _), p in zip(xs, ys, params, strict=True):
-                a.annotate(f"{knob}={p}", (x, yv), fontsize=6, xytext=(3, 3),
-                           textcoords="offset points")
+                       capsize=3, label=f"{method} ({knob} = {params[0]} to {params[-1]}, "
+                                       "left to right)")
         for method, color, style in [("CK", "k", "--"), ("SK", "gray", ":")]:
             a.axhline(_stat(rows, method=method)[0], color=color, linestyle=style,
                       label=f"{method} (centralised) {_stat(rows, method=method)[0]:.3f}")
@@ -166,7 +176,7 @@ def plot(rows: list[dict], recovery: list[dict], path: Path) -> None:
               ylabel=f"NMI (mean, bars: 95% CI over {n_seeds} seeds)",
               title=f"Figure 3 on digits, n_refine = {n_refine}"
               + (" (papers' protocols)" if n_refine == 0 else " (Lloyd refinement)"))
-        a.legend(fontsize=7, loc="lower right")
+        a.legend(fontsize=8, loc="lower right")
     lo = min(a.get_ylim()[0] for a in ax[6:8])
     hi = max(a.get_ylim()[1] for a in ax[6:8])
     for a in ax[6:8]:
@@ -187,14 +197,14 @@ def plot(rows: list[dict], recovery: list[dict], path: Path) -> None:
     ax[5].set_ylim(0, 1)
     ax[5].set(xlabel="client dropout rate p", ylabel="NMI (mean ± std over seeds)",
               title="dropout: NMI against the dropout rate (axis from 0)")
-    ax[5].legend(fontsize=7, loc="lower left")
+    ax[5].legend(fontsize=8, loc="lower left")
     ratios = [_eig_ratios(rows, q, T) for q in rates]
     ax[8].errorbar(rates, [r.mean() for r in ratios], yerr=[_sd(r) for r in ratios], marker="o",
                    capsize=3, label="with N / N_answered rescaling")
     ax[8].plot(rates, [1 - q for q in rates], "k:", label="1 - p (no rescaling, first order)")
     ax[8].set(xlabel="client dropout rate", ylabel="top-s eigenvalue sum / no dropout",
               title="dropout: DSPGD eigenvalue estimates (mean ± std)")
-    ax[8].legend(fontsize=7)
+    ax[8].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -52,6 +52,16 @@ def group(rows: list[dict], keys: tuple) -> dict:
     return groups
 
 
+def seeds_note(rows) -> str:
+    """``'mean ± std over 10 seeds'``, or ``'one seed'`` when no point was repeated (a bar
+    of zero height is no standard deviation)."""
+    seeds = {len(g) for g in group(rows, ("method", "n_workers", sweep_key(rows))).values()}
+    if max(seeds) == 1:
+        return "one seed"
+    count = str(max(seeds)) if len(seeds) == 1 else f"{min(seeds)}-{max(seeds)}"
+    return f"mean ± std over {count} seeds"
+
+
 def _stats(rows, key) -> tuple[float, float]:
     values = np.array([r[key] for r in rows], dtype=float)
     if np.all(np.isnan(values)):
@@ -235,7 +245,7 @@ def plot_results(csv_path, out_dir=None, title: str | None = None) -> list[Path]
     where = f"s = {workers[0]}..{workers[-1]} workers" if len(workers) > 1 \
         else f"s = {workers[-1]}"
     ax.set_title(f"{title}: {ylabel.split(' (')[0].split(':')[0]} vs words ({where}; "
-                 "mean ± std over seeds)", fontsize=9)
+                 f"{seeds_note(shown)})", fontsize=9)
     legend_outside(ax)
     paths.append(out_dir / "error_vs_communication.png")
     fig.savefig(paths[-1], dpi=120, bbox_inches="tight")
@@ -305,20 +315,25 @@ def _plot_time(plt, rows, out_dir, title) -> Path:
 
 def _plot_nmi(plt, rows, out_dir, title) -> Path:
     """``nmi_vs_words.png``: NMI of the k-means labels against total words (the std bar
-    clipped to NMI's range [0, 1])."""
+    clipped to NMI's range [0, 1]). The axis starts at 0 and spans at least 0.1, so that
+    NMIs that all sit near 0.01 (no method finds the classes) look alike rather than
+    spread over an offset axis."""
     fig, ax = plt.subplots(figsize=(8.4, 4.2))
+    top = 0.0
     for i, ((label,), method_rows) in enumerate(group(rows, ("method",)).items()):
         stats = sorted((_stats(g, "total_words")[0], *_stats(g, "nmi"))
                        for g in group(method_rows, (sweep_key(rows),)).values())
         y = np.array([p[1] for p in stats])
         err = np.array([p[2] for p in stats])
-        ax.errorbar([p[0] for p in stats], y,
-                    yerr=[np.minimum(err, y), np.minimum(err, 1 - y)], capsize=3,
+        upper = np.minimum(err, 1 - y)
+        top = max(top, float(np.nanmax(y + upper)))
+        ax.errorbar([p[0] for p in stats], y, yerr=[np.minimum(err, y), upper], capsize=3,
                     label=label, markersize=5, **line_style(i))
+    ax.set_ylim(0.0, min(1.0, max(0.1, 1.15 * top)))
     log_axis(ax, "x")
     ax.set_xlabel("fit words, both directions (PCA + k-means)")
     ax.set_ylabel("NMI with the true classes")
-    ax.set_title(f"{title}: NMI vs words (mean ± std over seeds)", fontsize=9)
+    ax.set_title(f"{title}: NMI vs words ({seeds_note(rows)})", fontsize=9)
     legend_outside(ax)
     path = out_dir / "nmi_vs_words.png"
     fig.savefig(path, dpi=120, bbox_inches="tight")

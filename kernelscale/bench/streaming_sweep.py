@@ -25,8 +25,8 @@ from kernelscale.metrics import (
 )
 from kernelscale.streaming import RNCA, SKPCA, StreamingNystrom
 
-__all__ = ["BATCH", "K_TEST", "build_model", "configs", "seconds_per_query", "sweep",
-           "timed_train"]
+__all__ = ["BATCH", "K_TEST", "SKETCH_MARKERS", "build_model", "configs", "curve_style",
+           "seconds_per_query", "sweep", "timed_train"]
 
 #: The mini-batch every method is fed.
 BATCH = 1000
@@ -97,3 +97,35 @@ def sweep(name: str, X_train: np.ndarray, X_test: np.ndarray, sizes: Iterable[in
         print(f"  {name} {rows[-1]['label']:>12} m={size:5d} train {train_s:7.2f}s "
               f"spec {rows[-1]['spectral_error']:.4f}", flush=True)
     return rows
+
+
+#: SKPCA's sketch sizes l: one marker each, so that neighbouring sizes stay apart in grey
+#: print and where colours are close.
+SKETCH_MARKERS = "v^<>Dph*"
+
+
+def curve_style(label: str, sketch_sizes) -> dict:
+    """Matplotlib style of a streaming method's curve, the same in every streaming figure.
+
+    Nystrom: black circles, RNCA: green squares, both solid; SKPCA dashed, one colour per
+    sketch size l from dark purple (small l) to yellow (large l) of the plasma map, and one
+    marker per l.
+
+    Parameters
+    ----------
+    label : str
+        ``'Nystrom'``, ``'RNCA'`` or ``'SKPCA l=<l>'``.
+    sketch_sizes : sequence of int
+        Every sketch size l of the figure, in order.
+    """
+    if label == "Nystrom":
+        return {"color": "black", "marker": "o", "linestyle": "-", "lw": 1.8}
+    if label == "RNCA":
+        return {"color": "tab:green", "marker": "s", "linestyle": "-", "lw": 1.8}
+    from matplotlib import colormaps
+
+    index = list(sketch_sizes).index(int(label.split("=")[1]))
+    shade = colormaps["plasma"](0.88 * index / max(1, len(sketch_sizes) - 1))
+    return {"color": shade, "marker": SKETCH_MARKERS[index % len(SKETCH_MARKERS)],
+            "linestyle": "--", "lw": 1.2}
+

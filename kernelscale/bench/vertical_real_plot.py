@@ -22,7 +22,7 @@ def _floored(values):
     return [max(v, FLOOR) for v in values]
 
 
-def _key_legend(ax, colours, styles, ncol=3):
+def _key_legend(ax, colours, styles, ncol=2):
     """A legend below the axes that names colours and line styles once each, not every
     combination of the two."""
     from matplotlib.lines import Line2D
@@ -33,13 +33,13 @@ def _key_legend(ax, colours, styles, ncol=3):
                 for label, style in styles.items()]
     handles += [h for h in ax.get_legend_handles_labels()[0]
                 if h.get_label().startswith(("centralised", "raw"))]
-    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16),
+    ax.legend(handles=handles, fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.16),
               ncol=ncol)
 
 
 def plot(parties_rows: list[dict], sample_rows: list[dict], svm_rows: list[dict],
          path: Path) -> None:
-    """Draw the benchmark's figure into ``path``: one row of five panels per data set.
+    """Draw the benchmark's figure into ``path``: two rows of panels per data set.
 
     Parameters
     ----------
@@ -65,10 +65,12 @@ def plot(parties_rows: list[dict], sample_rows: list[dict], svm_rows: list[dict]
 
     names = list(dict.fromkeys(r["dataset"] for r in parties_rows))
     styles = {OURS: "-", PAPER: "--"}
-    fig, axes = plt.subplots(len(names), 5, figsize=(25, 5.6 * len(names)), squeeze=False,
+    plt.rcParams.update({"font.size": 11, "axes.titlesize": 12})
+    fig, axes = plt.subplots(2 * len(names), 3, figsize=(17, 10 * len(names)), squeeze=False,
                              layout="constrained")
     for i, name in enumerate(names):
-        ax_j, ax_w, ax_n, ax_s, ax_t = axes[i]
+        (ax_j, ax_w, ax_n), (ax_s, ax_t, spare) = axes[2 * i], axes[2 * i + 1]
+        spare.axis("off")
         colours = {}
         for bandwidth in (OURS, PAPER):
             rows = [r for r in parties_rows if r["dataset"] == name
@@ -83,8 +85,9 @@ def plot(parties_rows: list[dict], sample_rows: list[dict], svm_rows: list[dict]
                           color=f"C{c}")
                 ax_w.plot([x.words for x in err], _floored([x.mean for x in err]),
                           styles[bandwidth], marker="o", color=f"C{c}")
-                ax_s.plot(Js, [sec[J].mean for J in Js], styles[bandwidth], marker="o",
-                          color=f"C{c}")
+                if bandwidth == OURS:  # the paper's sigma ran under another load
+                    ax_s.plot(Js, [sec[J].mean for J in Js], styles[bandwidth], marker="o",
+                              color=f"C{c}")
             if rows and bandwidth == OURS:
                 exact = mean_std(r["exact_seconds"] for r in rows)[0]
                 ax_s.axhline(exact, color="k", linestyle=":",
@@ -110,21 +113,21 @@ def plot(parties_rows: list[dict], sample_rows: list[dict], svm_rows: list[dict]
             if any(y <= FLOOR for line in ax.get_lines() for y in line.get_ydata()):
                 ax.axhline(FLOOR, color="gray", linewidth=0.8)
                 ax.text(0.01, 0.01, f"floor: errors < {FLOOR:g} (exact to rounding) drawn "
-                        "on this line", transform=ax.transAxes, fontsize=7, color="gray")
+                        "on this line", transform=ax.transAxes, fontsize=9, color="gray")
         bandwidths = {f"{OURS} (solid)": "-", f"{PAPER} (dashed)": "--"}
         _key_legend(ax_j, colours, bandwidths)
         _key_legend(ax_w, colours, bandwidths)
-        ax_n.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+        ax_n.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.16))
         ax_n.xaxis.set_major_locator(FixedLocator(n_ticks))
         ax_n.xaxis.set_major_formatter(ScalarFormatter())
         ax_n.xaxis.set_minor_formatter(NullFormatter())
         log_axis(ax_n, "y")  # minor labels collide over less than two decades
         ax_s.set(xscale="log", yscale="log", xlabel="parties J",
                  ylabel="seconds (wall, in-process, mean)",
-                 title=f"{name}: one-shot time (parties in turn)\neach bandwidth timed under "
-                       "a different load (paper's: heavier): compare within one")
-        ax_s.title.set_fontsize(9)
-        _key_legend(ax_s, colours, bandwidths)
+                 title=f"{name}: one-shot time, {OURS} (parties in turn)")
+        # The paper's-sigma runs were timed under another load: their seconds are in
+        # summary.md, not beside these.
+        _key_legend(ax_s, colours, {f"{OURS} (solid)": "-"})
         svm = [r for r in svm_rows if r["dataset"] == name]
         protocols = {}
         for (bandwidth, protocol), style in zip(
@@ -139,10 +142,10 @@ def plot(parties_rows: list[dict], sample_rows: list[dict], svm_rows: list[dict]
                     ax_t.plot([x.param for x in acc], [x.mean for x in acc], style,
                               marker="o", color=f"C{c}")
         ax_t.set(xscale="log", xlabel="components k", ylabel="LinearSVC test accuracy (mean)",
-                 title=f"{name}: Table I (one-shot and KPCA overlap where equal)")
-        ax_t.title.set_fontsize(9)
+                 title=f"{name}: Table I\n(one-shot and KPCA overlap where equal)")
         _key_legend(ax_t, {method: f"C{c}" for c, method in enumerate(METHODS)}, protocols,
                     ncol=2)
     fig.savefig(path, dpi=80, bbox_inches="tight")
     plt.close(fig)
+    plt.rcdefaults()
 

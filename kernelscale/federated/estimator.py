@@ -273,6 +273,7 @@ class FederatedKernelKMeans(_EmbeddingClustering):
     Examples
     --------
     >>> from sklearn.datasets import make_blobs
+    >>> from kernelscale import FederatedKernelKMeans
     >>> X, _ = make_blobs(200, centers=3, random_state=0)
     >>> fk = FederatedKernelKMeans(n_clusters=3, max_iter=5, random_state=0).fit(X)
     >>> fk.labels_.shape
@@ -503,6 +504,7 @@ class DistributedSpectralClustering(_EmbeddingClustering):
     Examples
     --------
     >>> from sklearn.datasets import make_blobs
+    >>> from kernelscale import DistributedSpectralClustering
     >>> X, _ = make_blobs(300, centers=3, random_state=0)
     >>> sc = DistributedSpectralClustering(n_clusters=3, n_landmarks=50,
     ...                                    random_state=0).fit(X)

@@ -37,6 +37,22 @@ class RNCA(RandomFeatureMethod):
     seed : int, default=0
         Seed of the random features.
     chunk_size : int, default=4096
+
+    Examples
+    --------
+    Its state is the features' covariance, a sum over points, so two halves of a stream
+    merge into the model of the whole:
+
+    >>> import numpy as np
+    >>> from kernelscale.streaming import RNCA
+    >>> X = np.random.default_rng(0).standard_normal((300, 5))
+    >>> whole = RNCA(5, n_random_features=100, gamma=0.1).partial_fit(X)
+    >>> first = RNCA(5, n_random_features=100, gamma=0.1).partial_fit(X[:150])
+    >>> second = RNCA(5, n_random_features=100, gamma=0.1).partial_fit(X[150:])
+    >>> bool(np.allclose(first.merge(second).covariance, whole.covariance))
+    True
+    >>> whole.transform(X[:3], n_components=2).shape
+    (3, 2)
     """
 
     method = "rnca"
@@ -103,6 +119,17 @@ class StreamingNystrom(StreamingMethod):
     seed : int, default=0
         Seed of the reservoir sampler.
     chunk_size : int, default=4096
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelscale.streaming import StreamingNystrom
+    >>> X = np.random.default_rng(0).standard_normal((300, 5))
+    >>> nystrom = StreamingNystrom(5, n_landmarks=50, gamma=0.1).partial_fit(X)
+    >>> nystrom.landmarks.shape
+    (50, 5)
+    >>> nystrom.transform(X[:3], n_components=2).shape
+    (3, 2)
     """
 
     method = "nystrom"

@@ -185,6 +185,7 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     Examples
     --------
     >>> import numpy as np
+    >>> from kernelscale import StreamingKernelPCA
     >>> X = np.random.default_rng(0).standard_normal((1000, 4))
     >>> est = StreamingKernelPCA(n_components=3, n_random_features=300, random_state=0)
     >>> for batch in np.array_split(X, 10):

@@ -84,6 +84,7 @@ class FrequentDirections:
     Examples
     --------
     >>> import numpy as np
+    >>> from kernelscale.streaming import FrequentDirections
     >>> A = np.random.default_rng(0).standard_normal((500, 30))
     >>> fd = FrequentDirections(sketch_size=10, n_features=30).update(A)
     >>> fd.sketch.shape

@@ -219,6 +219,7 @@ class SKPCA(RandomFeatureMethod):
     Examples
     --------
     >>> import numpy as np
+    >>> from kernelscale.streaming import SKPCA
     >>> X = np.random.default_rng(0).standard_normal((300, 5))
     >>> sk = SKPCA(5, n_random_features=200, sketch_size=10, gamma=0.1).partial_fit(X)
     >>> sk.transform(X[:3], n_components=2).shape

@@ -200,6 +200,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     Examples
     --------
     >>> import numpy as np
+    >>> from kernelscale import VerticalKernelPCA
     >>> X = np.random.default_rng(0).normal(size=(50, 6))
     >>> est = VerticalKernelPCA(n_components=2, kernel="rbf", gamma=0.1,
     ...                         n_local_components=8, feature_blocks=3).fit(X)
