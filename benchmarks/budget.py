@@ -32,6 +32,7 @@ a run cut short leaves whole seeds. The grid's constants, fits and cache are
     python benchmarks/budget.py --seeds 2 --part sized    # only the methods sized to B
     python benchmarks/budget.py --datasets letter --kernels rbf0.2 --budgets 100000 1000000
     python benchmarks/budget.py --summary-only            # summary.md and the plot from the cache
+    python benchmarks/budget.py --plot-only --out DIR     # the plot from DIR/results.csv
 
 Writes ``benchmarks/results/budget/{results.csv, summary.md, budget.png, cache/}``.
 
@@ -73,7 +74,7 @@ from budget_shared.budget_grid import (
 )
 
 from kernelscale.bench import write_rows
-from kernelscale.bench.scripts import verdict
+from kernelscale.bench.scripts import read_rows, verdict
 from kernelscale.bench.settings import (
     KERNEL_LABELS,
     UNIT,
@@ -294,6 +295,11 @@ def write_summary(table: list[dict], out: Path) -> None:
     (out / "summary.md").write_text("\n".join(lines))
 
 
+#: One colour per line, none alike (the default cycle drew two methods in red and brown).
+COLOURS = {"budget": "black", "diskpca (ridge)": "tab:blue", "diskpca (paper)": "tab:purple",
+           "uniform + disLR": "tab:orange", "uniform + batch": "tab:green", "exact": "tab:gray"}
+
+
 def plot(table: list[dict], out: Path) -> None:
     try:
         import matplotlib
@@ -320,7 +326,8 @@ def plot(table: list[dict], out: Path) -> None:
                    if method in c["mean"] and c["mean"][method] > 0]
             if pts:
                 ax.plot(*zip(*pts, strict=True), "o-" if method == "budget" else ".--",
-                        label=method, lw=2.5 if method == "budget" else 1)
+                        label=method, lw=2.5 if method == "budget" else 1,
+                        color=COLOURS.get(method))
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(f"{dataset}, {KERNEL_LABELS[which]} (centred)", fontsize=9)
@@ -343,6 +350,9 @@ def main(argv=None) -> int:
     parser.add_argument("--part", choices=("all", "sized", "budget"), default="all",
                         help="which fits to run: the methods sized to B, the budgeted fit, both")
     parser.add_argument("--summary-only", action="store_true")
+    parser.add_argument("--plot-only", action="store_true",
+                        help="redraw OUT/budget.png from OUT/results.csv (the rows its summary "
+                             "was written from, whatever rule the library has now)")
     parser.add_argument("--undecided-seeds", type=int, default=0, metavar="N",
                         help="then run every undecided cell of the cache (its budgeted - 1.1 x "
                              "best excess, paired by seed, within 2 standard errors of 0) "
@@ -353,6 +363,11 @@ def main(argv=None) -> int:
                              "elsewhere can reuse the grid's sized fits")
     args = parser.parse_args(argv)
     args.seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    if args.plot_only:
+        rows = [{**r, "centred": r["centred"] in (True, "True")}
+                for r in read_rows(args.out / "results.csv")]
+        plot(cell_table(rows), args.out)
+        return 0
     cache = Cache(args.cache or args.out / "cache")
     if not args.summary_only:
         run(grid_jobs(args), args.part, cache)
