@@ -80,33 +80,41 @@ print(
 # Words alone do not choose a method: what matters is the error they buy. For a few
 # budgets, the budgeted fit (the planner's choice) and each method sized to the same
 # budget by ``method=``, judged by their excess ``(err - opt) / (trace - opt)`` against
-# exact kernel PCA (computed once, the data being small).
+# exact kernel PCA (computed once, the data being small). The methods draw their
+# landmarks at random, so each point is the mean over five seeds.
+import numpy as np  # noqa: E402
+
 from kernelscale.metrics import (  # noqa: E402
     exact_kpca_reference,
     excess_energy_ratio,
 )
 
 budgets = [30_000, 100_000, 300_000]
+seeds = range(5)
 reference = None
 lines = {"budget (planner's choice)": None, "diskpca": "diskpca",
          "uniform_dislr": "uniform_dislr", "uniform_batch": "uniform_batch"}
+mean_excess = {}
 fig, ax = plt.subplots(figsize=(6, 4))
 for label, method in lines.items():
-    words, excess = [], []
+    excess = []
     for budget in budgets:
-        fit = DistributedKernelPCA(
-            n_components=10, max_words=budget, method=method, random_state=0
-        ).fit(X)
-        if reference is None:
-            reference = exact_kpca_reference(
-                X, fit.kernel_, 10, center=fit.center
+        runs = []
+        for seed in seeds:
+            fit = DistributedKernelPCA(
+                n_components=10, max_words=budget, method=method, random_state=seed
+            ).fit(X)
+            if reference is None:
+                reference = exact_kpca_reference(
+                    X, fit.kernel_, 10, center=fit.center
+                )
+            error = fit.approximation_error(X, reference=False)["error"]
+            runs.append(
+                excess_energy_ratio(error, reference["opt"], reference["trace"])
             )
-        error = fit.approximation_error(X, reference=False)["error"]
-        words.append(fit.communication_.total_words("fit"))
-        excess.append(
-            excess_energy_ratio(error, reference["opt"], reference["trace"])
-        )
-    print(f"{label:26s}", ", ".join(f"{e:.3f}" for e in excess))
+        excess.append(float(np.mean(runs)))
+    mean_excess[label] = excess
+    print(f"{label:26s}", ", ".join(f"{e:.4f}" for e in excess))
     if method is None:  # the budgeted fit: thick, under the others
         style = dict(marker="o", linewidth=4, alpha=0.5)
     else:
@@ -117,15 +125,25 @@ ax.set_yscale("log")
 ax.set_xticks(budgets, [f"{b:,}" for b in budgets])
 ax.xaxis.set_minor_formatter(NullFormatter())
 ax.set_xlabel("word budget B (every fit's ledger stays within it)")
-ax.set_ylabel("excess (err - opt) / (trace - opt)")
+ax.set_ylabel("mean excess over 5 seeds")
 ax.set_title("digits, 5 workers, k = 10, default RBF kernel")
 ax.legend()
 fig.tight_layout()
 plt.show()
 
 # %%
+# The budgeted fit against the best method sized to each budget:
+for i, budget in enumerate(budgets):
+    best = min(v[i] for k, v in mean_excess.items() if k != "budget (planner's choice)")
+    ratio = mean_excess["budget (planner's choice)"][i] / best
+    print(f"B = {budget:>7,}: budgeted / best = {ratio:.2f}")
+
+# %%
 # How to read it: the thick line is the budgeted fit; where it runs on one method's
-# line, that is the method the planner chose at that budget (``method_`` above). One
-# seed on one small data set: lines within a few percent of each other are within the
-# noise of the random draws. The full study (five data sets, four kernels, 10-20 seeds
-# per cell) is on :doc:`/budget`.
+# line, that is the method the planner chose at that budget (``method_`` above). Read
+# the ratios printed last. Over these five seeds the planner is within 1.1x of the best
+# method at 30,000 and 100,000 words; at 300,000 words uniform + batch, whose sample
+# is larger at the same words, does better than the disKPCA the planner kept (about
+# 1.2x). Five seeds on one small data set are still noisy (a single seed put the
+# planner at 1.5x there). The full study, nine data sets, four kernels, 208 cells and
+# 10 to 100 seeds per cell, with the cells the planner misses, is on :doc:`/budget`.
