@@ -226,7 +226,7 @@ def run_demo(args) -> int:
     check_kernel_values(_make_estimator(args, X)._make_kernel(X.shape[1]), X, "digits")
     print(f"digits: {X.shape[0]} points x {X.shape[1]} features (standardised), "
           f"{args.workers} {args.partition.replace('_', '-')} workers, kernel={args.kernel}, "
-          f"k={args.n_components}, |Y|={args.landmarks}", file=sys.stderr)
+          f"k={args.n_components}, |Y|={args.landmarks}", flush=True)  # before the bar
     rows, reference = [], None
     with progress_bar(not args.quiet, total=len(DEMO_METHODS), desc="demo",
                       unit="method") as bar:

@@ -57,6 +57,8 @@ def write_data(X, path):
 def test_demo_smoke(capsys):
     assert main(["demo", "--landmarks", "50", "--workers", "3", "--quiet"]) == 0
     out = capsys.readouterr().out
+    # the header first, on stdout with the table (on stderr it printed after the table)
+    assert out.startswith("digits: 1797 points x 64 features"), out
     rows = {}
     for line in out.splitlines():
         for method, messages in DEMO_METHODS:

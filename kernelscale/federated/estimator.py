@@ -161,14 +161,15 @@ class FederatedKernelKMeans(_EmbeddingClustering):
     n_refine : int, default=10
         Lloyd refinement rounds after the coreset solution (0: the paper's protocol).
     gamma : float, optional
-        RBF parameter; default the paper's ``N^2 / (2 sum_ij ||x_i - x_j||^2)``.
+        RBF parameter; default the paper's
+        :math:`N^2 / \\bigl(2 \\sum_{ij} \\lVert x_i - x_j \\rVert^2\\bigr)`.
     protocol : {'auto', 'gram', 'block', 'lanczos', 'paper'}, default='auto'
         How the rounds run; the model is Algorithm 1's whichever. ``'paper'``:
         as the paper runs it, a round per seed, per Lanczos step and per update
         of B (hundreds of rounds with the defaults). The others send each DSPGD
         iteration as one message (the update of B, the fresh seed) and the
         k-means' first two rounds as one (:mod:`kernelscale.federated.pipelined`):
-        ``'gram'`` each client's ``W_t^T W_t`` in the iteration's own round (the
+        ``'gram'`` each client's :math:`W_t^\\top W_t` in the iteration's own round (the
         exact eigenpairs; fewer words than Lanczos at small D), ``'block'`` a few
         block Krylov rounds, ``'lanczos'`` the paper's Lanczos steps;
         ``'auto'`` picks per iteration by words plus ``round_cost`` per round

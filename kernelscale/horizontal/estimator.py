@@ -191,7 +191,7 @@ default=None
     center : bool, default=True
         Centre in feature space, as scikit-learn's ``KernelPCA`` does. The
         papers (001) do not centre: ``center=False`` is their setting (the
-        benchmarks use it), with ``transform(x) = C^T k(Y, x)``.
+        benchmarks use it), with :math:`\\mathrm{transform}(x) = C^\\top k(Y, x)`.
     fit_inverse_transform : bool, default=False
         Learn a pre-image map for ``inverse_transform``, as scikit-learn's
         ``KernelPCA``: kernel ridge regression from the scores back to input
@@ -201,8 +201,8 @@ default=None
         ``transform(Y)`` as its centres
         (:func:`~kernelscale.horizontal.preimage.preimage_round`): one round
         more, 'pre-image: sums over rows', in which each worker sends
-        ``|Y|(|Y|+1)/2 + |Y| d`` words of sums (counted in ``max_words``, and in
-        the forecast), then one |Y| x |Y| solve at the master (``|Y|^2 + |Y| d``
+        :math:`|Y|(|Y|+1)/2 + |Y| d` words of sums (counted in ``max_words``, and in
+        the forecast), then one |Y| x |Y| solve at the master (:math:`|Y|^2 + |Y| d`
         floats kept for ``inverse_transform``). Needs a method with landmarks
         (not 'random_features').
     alpha : float, default=1.0
@@ -316,13 +316,14 @@ default=None
     X_transformed_fit_ : ndarray (n_landmarks, n_components)
         The landmarks' scores, the centres of the pre-image map
         (``fit_inverse_transform=True``); for 'exact', scikit-learn's: the
-        training points' scores ``eigenvectors_ * sqrt(eigenvalues_)``.
+        training points' scores, ``eigenvectors_`` times :math:`\\sqrt{\\lambda}`
+        (``eigenvalues_``).
     landmarks_ : array or CSR (n_landmarks, n_features)
         Y, the representative points (all the data for 'exact'; absent for
         'random_features').
     landmark_coef_ : ndarray (n_landmarks, n_components)
-        C, the projection coefficients: ``transform(x) = C^T (k(Y, x) - m)``
-        (``m = model_.center``, the mean kernel row, when ``center=True``).
+        C, the projection coefficients: :math:`\\mathrm{transform}(x) = C^\\top (k(Y, x) - m)`
+        (:math:`m` = ``model_.center``, the mean kernel row, when ``center=True``).
         Absent for 'random_features'.
     explained_variance_ratio_ : ndarray (n_components,)
         ``eigenvalues_`` as shares of the total energy in feature space, the
@@ -331,7 +332,8 @@ default=None
         one word per worker, added to the disLR round's reply; centred, they
         use the mean's projection on span(phi(Y)) (the exact mean's norm would
         need every pair of points across workers), which can only lower the
-        shares, by ``n ||mu - P_Y mu||^2 / trace`` (0 when Y spans the mean).
+        shares, by :math:`n \\lVert \\mu - P_Y \\mu \\rVert^2 / \\mathrm{trace}` (0 when Y spans the
+        mean).
         'exact' and 'uniform_batch' use the trace of the kernel matrix they
         hold (all data, the sample); 'random_features' that of its features.
     communication_ : Ledger

@@ -127,7 +127,7 @@ default='linear'
     dual_coef_ : ndarray of shape (n_samples, n_features)
         The pre-image map's coefficients (``fit_inverse_transform=True``).
     X_transformed_fit_ : ndarray of shape (n_samples, n_components)
-        The training points' scores, ``eigenvectors_ * sqrt(eigenvalues_)``
+        The training points' scores, ``eigenvectors_`` times :math:`\\sqrt{\\lambda}`
         (``fit_inverse_transform=True``); the landmarks' on a distributed plan.
     X_fit_ : ndarray of shape (n_samples, n_features)
         The training data (the kernel matrix for 'precomputed'); exact fits.
@@ -146,7 +146,8 @@ default='linear'
     model_ : KernelPCAModel
         The fitted model (what a model file keeps).
     landmarks_, landmark_coef_ : arrays
-        The model's points Y and coefficients C: ``transform(x) = C^T (k(Y, x) - m)``.
+        The model's points Y and coefficients C:
+        :math:`\\mathrm{transform}(x) = C^\\top (k(Y, x) - m)`.
     explained_variance_ratio_ : ndarray of shape (n_components,)
         ``eigenvalues_`` as shares of the centred kernel matrix's trace.
     kernel_ : Kernel

@@ -139,9 +139,10 @@ class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     sketcher_ : StreamingMethod
         The fitted SKPCA, RNCA or StreamingNystrom object.
     components_ : ndarray of shape (n_components, m or c)
-        Top directions in the lifted space: rows of ``W^T`` (skpca), eigenvectors
-        of ``Z^T Z`` (rnca), or ``V w^-1/2`` of ``K_SS`` (nystrom); zero rows where
-        the sketch holds fewer directions. ``transform(X) = lift(X) @ components_.T``.
+        Top directions in the lifted space: rows of :math:`W^\\top` (skpca),
+        eigenvectors of :math:`Z^\\top Z` (rnca), or :math:`V w^{-1/2}` of
+        :math:`K_{SS}` (nystrom); zero rows where the sketch holds fewer directions.
+        ``transform(X) = lift(X) @ components_.T``.
         Computed lazily: ``partial_fit`` only feeds the sketch, and the
         decomposition (an l x m SVD for skpca, an m x m eigendecomposition for
         rnca, a c x c one for nystrom) runs on the first read of

@@ -99,8 +99,9 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         nearly constant direction of the fused kernel, so ``D > n_components`` is
         needed), ``n_components`` otherwise.
     kernel : {'rbf', 'linear', 'laplacian', 'poly', 'sigmoid', 'chi2'}, default='rbf'
-        scikit-learn conventions: ``rbf`` is ``exp(-gamma ||x - y||^2)``. Paper 002's
-        code uses ``exp(-||x - y||^2 / sigma^2)``: take ``gamma = 1 / sigma^2``. The
+        scikit-learn conventions: ``rbf`` is :math:`\\exp(-\\gamma \\lVert x - y \\rVert^2)`.
+        Paper 002's code uses :math:`\\exp(-\\lVert x - y \\rVert^2 / \\sigma^2)`: take
+        :math:`\\gamma = 1 / \\sigma^2`. The
         kernels that split over feature blocks (a product of the parties' kernels,
         or a function of the summed inner products); 'polynomial' is an alias of
         'poly'. Other kernels (cosine, additive_chi2, callables) do not split and
@@ -183,7 +184,7 @@ class VerticalKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     -----
     ``fit_transform`` is ``fit`` followed by the distributed ``transform`` of the
     training samples (exact kernel rows), so both agree as scikit-learn requires;
-    ``model_.training_embedding()`` gives ``V sqrt(lambda)`` from the fused kernel.
+    ``model_.training_embedding()`` gives :math:`V \\sqrt{\\Lambda}` from the fused kernel.
     Dense input only. The estimator keeps the parties' training blocks
     (``X_fit_blocks_``), like ``KernelPCA`` keeps ``X_fit_``: they stand for the
     parties' own storage and are never sent.
