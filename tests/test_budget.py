@@ -473,8 +473,7 @@ def test_a_concentrated_pilot_draws_by_the_plain_residual_and_gains():
     # 0.9, from pilots of 38 points). The budget's rounds drop the ridge; at the same words
     # and draws their excess must be below that of the pilot's ridge
     # (benchmarks/budget_pilot_size.py: 0.71-1.00x where phi >= 0.7).
-    from kernelscale.backends.local import LocalCluster
-    from kernelscale.horizontal.diskpca import diskpca
+    from kernelscale.horizontal.measured import MEASURE_SHARE
 
     X, gamma = _satellite_sample()
     mine, ridge = [], []
@@ -487,9 +486,10 @@ def test_a_concentrated_pilot_draws_by_the_plain_residual_and_gains():
         assert plan.pilot["phi"] >= 0.7
         assert est.model_.info["ridge"] == 0.0 and "plain residual" in plan.reason
         assert est.communication_.total_words("fit") == plan.forecast.words <= 100_000
-        direct = diskpca(LocalCluster(parts), est.kernel_, 10, plan.n_landmarks, center=True,
-                         random_state=seed, redraw=False, ridge_scale=0.0)
-        np.testing.assert_array_equal(est.model_.landmarks, direct.landmarks)
+        # the measured rounds (RBF): round 1 draws half its points uniformly where a
+        # second round follows, even with ridge 0 (kernelscale.horizontal.measured)
+        shares = plan.pilot["shares"]
+        assert shares[0] == MEASURE_SHARE and est.model_.landmarks.shape[0] == plan.n_landmarks
         plain = DistributedKernelPCA(method="diskpca", **common).fit(parts)
         assert plain.model_.info["ridge"] > 0
         reference = _reference(est, X)

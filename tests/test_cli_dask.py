@@ -46,7 +46,8 @@ def test_fit_on_dask_workers(digits, tmp_path, capsys):
     local = run([*argv, "--out", str(tmp_path / "local.npz")], capsys)
     remote = run([*argv, "--out", str(tmp_path / "dask.npz"), "--dask-workers", "2",
                   "--timeout", "120"], capsys)
-    words = [re.search(r"; ([\d,]+) words;", out.out).group(1) for out in (local, remote)]
+    words = [re.search(r"; ([\d,]+) words in \d+ rounds;", out.out).group(1)
+             for out in (local, remote)]
     assert words[0] == words[1] and int(words[0].replace(",", "")) > 0
     # the fit-phase summary (stderr, with --verbose): every round's words, by kind
     summary = without_times(local.err[local.err.index("communication (fit)"):]).strip()
@@ -271,5 +272,6 @@ def test_scheduler_flag_reaches_a_real_scheduler(digits, tmp_path, capsys):
                      "--timeout", "30"]) == 2
         assert "it does not speak Dask's protocol (it answered as a Dask Worker, not the " \
                "scheduler)" in capsys.readouterr().err
-    words = [re.search(r"; ([\d,]+) words;", out.out).group(1) for out in (local, remote)]
+    words = [re.search(r"; ([\d,]+) words in \d+ rounds;", out.out).group(1)
+             for out in (local, remote)]
     assert words[0] == words[1]

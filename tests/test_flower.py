@@ -26,7 +26,8 @@ from flower_federation import running_federation  # noqa: E402
 from kernelscale.backends.flower.cluster import FlowerCluster  # noqa: E402
 from kernelscale.backends.local import LocalCluster  # noqa: E402
 from kernelscale.federated.baselines import distributed_spectral_clustering  # noqa: E402
-from kernelscale.federated.fkkmeans import fk_kmeans, moment_step, paper_gamma  # noqa: E402
+from kernelscale.federated.fk import fk_kmeans  # noqa: E402
+from kernelscale.federated.fkkmeans import moment_step, paper_gamma  # noqa: E402
 from kernelscale.kernels import make_kernel  # noqa: E402
 from kernelscale.runtime import Ledger, WorkerError  # noqa: E402
 from kernelscale.runtime.validation import describe_partition  # noqa: E402

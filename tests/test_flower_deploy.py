@@ -439,7 +439,7 @@ def test_a_protocol_sending_raw_rows_is_refused_by_the_parties(runs):
     code, log = runs["rows"].wait()
     assert code == 1, log
     assert "PolicyRefusal: SuperNode" in log and "allow-rows=true" in log
-    assert "uniform_sample_step would reply raw feature rows" in log
+    assert "uniform_first_sample_step would reply raw feature rows" in log
     assert not runs["rows"].output.exists()
     assert "finished:failed" in log
 

@@ -7,7 +7,8 @@ from kernelscale.federated.baselines import (
     rfk_kmeans,
     sk_kmeans,
 )
-from kernelscale.federated.fkkmeans import FKKMeansModel, dspgd_cem, fk_kmeans, paper_gamma
+from kernelscale.federated.fk import fk_kmeans
+from kernelscale.federated.fkkmeans import FKKMeansModel, dspgd_cem, paper_gamma
 from kernelscale.federated.kmeans import distributed_kmeans, kmeans_on_workers
 from kernelscale.federated.lanczos import lanczos
 

@@ -28,7 +28,7 @@ from kernelscale.constraints import (
     kernel_names,
 )
 from kernelscale.federated.baselines import SPECTRAL_PROTOCOLS, distributed_spectral_clustering
-from kernelscale.federated.fkkmeans import PROTOCOLS, fk_kmeans
+from kernelscale.federated.fk import PROTOCOLS, fk_kmeans
 from kernelscale.federated.model_state import (
     fk_kmeans_state,
     restore_fk_kmeans,
@@ -513,8 +513,8 @@ class DistributedSpectralClustering(_EmbeddingClustering):
     ((300,), (3, 3))
     >>> sc.communication_.total_words("fit", kind="raw_points")  # 50 x 2 up, then to 5 workers
     600
-    >>> sc.communication_.n_rounds()  # gamma, disKPCA's 6, one for the model and coresets...
-    19
+    >>> sc.communication_.n_rounds()  # gamma, disKPCA's 8, the model and coresets, Lloyd's 10...
+    21
     """
 
     _parameter_constraints: dict = {

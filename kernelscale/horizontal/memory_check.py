@@ -37,7 +37,9 @@ def _plans(estimator, info, plan) -> list[tuple[str, int, int]]:
     method, n = estimator.method_, info.n_samples
     m = estimator.n_random_features
     if estimator.landmarks is not None:
-        return [(method, len(estimator.landmarks), m)]
+        landmarks = estimator.landmarks  # an array or a CSR matrix (no len)
+        n_given = landmarks.shape[0] if hasattr(landmarks, "shape") else len(landmarks)
+        return [(method, int(n_given), m)]
     if method == "exact":
         return [(method, n, m)]
     if plan is not None:
