@@ -440,10 +440,10 @@ def _show_warning(message, category, filename, lineno, file=None, line=None,
 def main(argv=None) -> int:
     """Run the ``kernelscale`` command with ``argv`` (default: ``sys.argv[1:]``); exit code."""
     from kernelscale.files import (
-        WRITTEN,
         Terminated,
         release_claims,
         terminating_signals_raise,
+        writes_so_far,
     )
 
     parser = build_parser()
@@ -461,7 +461,7 @@ def main(argv=None) -> int:
                 cli_client(args) as args.client:
             warnings.simplefilter("default")
             warnings.showwarning = functools.partial(_show_warning, flags=flags)
-            sys.stdout = GuardedStdout(stdout, len(WRITTEN))
+            sys.stdout = GuardedStdout(stdout, writes_so_far())
             code = args.func(args)
             sys.stdout.flush()
             return code

@@ -347,9 +347,9 @@ class GuardedStdout:
         self._stream, self._written_before = stream, written_before
 
     def _failed(self, exc: OSError) -> StdoutError:
-        from kernelscale.files import WRITTEN
+        from kernelscale.files import written_since
 
-        written = list(WRITTEN)[self._written_before:]
+        written = written_since(self._written_before)
         done = (f"; {', '.join(map(str, written))} {'was' if len(written) == 1 else 'were'} "
                 "written whole" if written else "")
         return StdoutError(f"cannot write to standard output ({exc.strerror or exc}){done}")

@@ -33,8 +33,19 @@ from typing import BinaryIO
 
 import numpy as np
 
-#: The files this process wrote last (through :func:`write_atomically`), most recent last.
-WRITTEN: deque[Path] = deque(maxlen=100)
+#: The files this process wrote last (through :func:`write_atomically`), most recent last,
+#: each with its number among all the writes of the process (from 1).
+WRITTEN: deque[tuple[int, Path]] = deque(maxlen=100)
+def writes_so_far() -> int:
+    """How many files this process has written through :func:`write_atomically`."""
+    return WRITTEN[-1][0] if WRITTEN else 0
+
+
+def written_since(mark: int) -> list[Path]:
+    """The files written after :func:`writes_so_far` returned ``mark`` (the last 100)."""
+    return [path for number, path in WRITTEN if number > mark]
+
+
 #: The signals that end a write as Ctrl-C does: the temporary is removed first.
 TERMINATING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
                             if hasattr(signal, name))
@@ -157,7 +168,7 @@ def write_atomically(path, write: Callable[[BinaryIO], object], *,
         if signal.getsignal(exc.signum) is signal.SIG_DFL:  # ours: end as the signal would
             signal.raise_signal(exc.signum)
         raise
-    WRITTEN.append(path)
+    WRITTEN.append((writes_so_far() + 1, path))
     if claim is not None:
         claim.release()
 

@@ -179,10 +179,16 @@ def test_save_model_in_a_script_cleans_up_on_sigterm_then_ends_by_it(tmp_path):
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("earlier_writes", [0, 150])
 def test_a_full_stdout_is_named_after_the_model_was_written(fitted, tmp_path, monkeypatch,
-                                                            capsys):
+                                                            capsys, earlier_writes):
     """'No space left on device' after the model was written read as if the model had
-    not been."""
+    not been (also after more earlier writes in the process than the list of the last
+    ones keeps)."""
+    from kernelscale import files
+
+    for _ in range(earlier_writes):  # as write_atomically records a write
+        files.WRITTEN.append((files.writes_so_far() + 1, tmp_path / "earlier.npy"))
     data, _ = fitted
     model = tmp_path / "m.npz"
     with open("/dev/full", "w") as full:

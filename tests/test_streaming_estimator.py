@@ -199,9 +199,15 @@ def test_model_file_roundtrip_without_pickle(tmp_path, data, method):
 
 def test_load_rejects_other_files(tmp_path):
     path = tmp_path / "other.npz"
-    np.savez(path, params=np.array(json.dumps({"model_type": "kernel_pca"})))
-    with pytest.raises(ValueError, match="unknown type 'kernel_pca'"):
+    np.savez(path, params=np.array(json.dumps({"model_type": "no_such_model"})))
+    with pytest.raises(ValueError, match="unknown type 'no_such_model'"):
         load_streaming_model(path)
+    from kernelscale import KernelPCA, save_model
+
+    save_model(KernelPCA(2).fit(np.random.default_rng(0).standard_normal((20, 3))),
+               tmp_path / "kpca.npz")
+    with pytest.raises(ValueError, match="is a KernelPCA model file, not a StreamingKernelPCA"):
+        load_streaming_model(tmp_path / "kpca.npz")
     with zipfile.ZipFile(tmp_path / "empty.npz", "w"):
         pass
     with pytest.raises(ValueError, match="no kernelscale header"):
