@@ -217,10 +217,11 @@ def flwr_fits(seeds: int) -> list[dict]:
         with LocalFederation(configs, folder / "federation", tls=True, node_auth=True) as fed:
             for seed in range(seeds):
                 for protocol in ("paper", "auto"):
-                    output = folder / f"fk-{protocol}-{seed}.npz"
+                    # a plain name: the model goes into the operator's model folder
+                    name = f"fk-{protocol}-{seed}.npz"
+                    output = fed.models / name
                     config = {"estimator": "FederatedKernelKMeans", **FK, "n-workers": 3,
-                              "protocol": protocol, "random-state": seed,
-                              "output": str(output)}
+                              "protocol": protocol, "random-state": seed, "output": name}
                     text = " ".join(f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}"
                                     for k, v in config.items())
                     start = time.perf_counter()
