@@ -371,6 +371,8 @@ def _why_this_method(args, est) -> str:
         return (f"method: {est.method_}{size}, the default; the pilot rule did not apply (it "
                 "needs dense data with at least |Y| rows and --sampler ridge)")
     budget = args.max_words is not None
+    if not budget and getattr(args, "landmarks", None) is not None:  # set, not chosen
+        return f"method: {plan.method} with {plan.forecast.setting}: {plan.reason}"
     chooser = (f"the forecast within --max-words {args.max_words:,}" if budget
                else "the pilot rule at the default's words")
     pilot = f" after a pilot of {plan.pilot['n_pilot']} points" if plan.pilot else ""

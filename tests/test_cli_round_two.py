@@ -360,6 +360,12 @@ def test_fit_prints_the_chosen_method_and_why(tmp_path, capsys):
                  str(tmp_path / "m.npz"), "--workers", "8", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "fitted uniform_batch" in out and "pilot" in out and "spread" in out, out
+    # --landmarks set: honoured, not chosen (the line said 'chosen by the pilot rule')
+    assert main(["fit", "--data", str(tmp_path / "digits.npy"), "--out",
+                 str(tmp_path / "m2.npz"), "--workers", "8", "--landmarks", "40",
+                 "--quiet"]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line.startswith("method: diskpca with |Y| = 40: n_landmarks=40 was set"), line
 
 
 
