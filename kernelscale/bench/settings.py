@@ -180,22 +180,24 @@ def references(dataset: str, which: str, X: np.ndarray, kernel: Kernel,
         return {c: {k: float(v) for k, v in np.load(p).items() if k != "fingerprint"}
                 for c, p in paths.items()}
     refs_dir.mkdir(parents=True, exist_ok=True)
-    Kmat = full_kernel(X, kernel)
     out = {}
-    for center in (False, True):
-        if center:  # in place: K - 1 m^T - m 1^T + mean(m)
-            m = Kmat.mean(axis=0)
-            Kmat -= m[None, :]
-            Kmat -= m[:, None]
-            Kmat += m.mean()
-            norm_sq = float(m.mean())
-        else:
-            norm_sq = float(Kmat.mean())
+    for center, Kmat, norm_sq in _both_centrings(full_kernel(X, kernel)):
         trace = float(np.trace(Kmat))
         w = top_eigh(Kmat, K)
         out[center] = {"trace": trace, "opt": trace - float(w.sum()), "center_norm_sq": norm_sq}
         np.savez(paths[center], fingerprint=fp, **out[center])
     return out
+
+
+def _both_centrings(Kmat: np.ndarray):
+    """Yield ``(centred, K, ||mu||^2)`` for the uncentred kernel matrix, then the centred
+    one (``Kmat`` centred in place: K - 1 m^T - m 1^T + mean(m))."""
+    yield False, Kmat, float(Kmat.mean())
+    m = Kmat.mean(axis=0)
+    Kmat -= m[None, :]
+    Kmat -= m[:, None]
+    Kmat += m.mean()
+    yield True, Kmat, float(m.mean())
 
 
 def spectrum_references(dataset: str, which: str, X: np.ndarray, kernel: Kernel,
@@ -221,17 +223,8 @@ def spectrum_references(dataset: str, which: str, X: np.ndarray, kernel: Kernel,
                     for k, v in np.load(p).items() if k != "fingerprint"}
                 for c, p in paths.items()}
     refs_dir.mkdir(parents=True, exist_ok=True)
-    Kmat = full_kernel(X, kernel)
     out = {}
-    for center in (False, True):
-        if center:  # in place: K - 1 m^T - m 1^T + mean(m)
-            m = Kmat.mean(axis=0)
-            Kmat -= m[None, :]
-            Kmat -= m[:, None]
-            Kmat += m.mean()
-            norm_sq = float(m.mean())
-        else:
-            norm_sq = float(Kmat.mean())
+    for center, Kmat, norm_sq in _both_centrings(full_kernel(X, kernel)):
         top = top_eigh(Kmat, min(n_top, X.shape[0] - 1))
         out[center] = {"trace": float(np.trace(Kmat)), "top": top, "center_norm_sq": norm_sq}
         np.savez(paths[center], fingerprint=fp, **out[center])
