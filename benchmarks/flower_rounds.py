@@ -16,7 +16,7 @@
    * ``process per message``: the kernelscale launcher with ``--isolation
      subprocess`` (the same process per message, the node's waits shortened);
    * ``kernelscale``: the launcher's default (:mod:`kernelscale.backends.flower.supernode`:
-     one long-lived ClientApp process per node, short waits);
+     the ClientApp run in the node's own process, short waits);
    * with ``--before PATH``: the ``kernelscale`` setting of the checkout at PATH,
      run from its own code (what this one changed, side by side).
 

@@ -105,28 +105,3 @@ def test_the_supernode_launcher_shortens_only_flowers_fixed_waits():
     clock.sleep(3)
     assert slept[3:] == [0.4, 0.1]
     assert clock.monotonic() == 13.0
-
-
-def test_the_supernode_launcher_hands_a_task_out_once_its_content_is_stored():
-    from kernelscale.backends.flower.supernode import _ContentFirst
-
-    class State:  # the two methods of Flower's NodeState that the launcher wraps
-        def __init__(self):
-            self.tasks, self.claimed = [], []
-
-        def create_task(self, task_type, run_id):
-            self.tasks.append(len(self.tasks) + 1)
-            return self.tasks[-1]
-
-        def claim_task(self, task_id):
-            self.claimed.append(task_id)
-            return f"token-{task_id}"
-
-    state, first = State(), _ContentFirst()
-    with first.pulling(state):  # the node loop pulls a message: its task is created first
-        task = state.create_task("clientapp", 7)
-        assert state.claim_task(task) is None  # the content is not stored yet
-    assert state.claim_task(task) == f"token-{task}"  # the pull returned
-    other = state.create_task("clientapp", 7)  # a task created outside a pull
-    assert state.claim_task(other) == f"token-{other}"
-    assert state.claimed == [task, other]

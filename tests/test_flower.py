@@ -150,6 +150,11 @@ def test_a_failing_step_names_the_worker_and_the_round(cluster):
         _fresh(cluster).broadcast_map(describe_partition, 1, round="bad call")
     with pytest.raises(ValueError, match="not a registered worker step"):
         cluster.broadcast_map(np.sum, round="not a step")
+    # the nodes run the ClientApp in their own process: the step that raised did not
+    # take them down, the next round is answered
+    rows = _fresh(cluster).broadcast_map(describe_partition, round="after the error",
+                                         reply_kind="scalars")
+    assert [int(r[0]) for r in rows] == [p.shape[0] for p in ROWS]
 
 
 def test_secure_sum_hides_every_client_and_gives_the_sum(cluster):

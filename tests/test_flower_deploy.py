@@ -21,9 +21,8 @@ users' runs would:
 
 A connection whose CA does not match fails to submit (exit 2) naming the
 certificate; a FlowerCluster that cannot connect fails at once naming its cause; a
-node whose key is not registered is refused and says so; a SuperNode's executor
-ends with its node however the node was started, and serves on after a task that
-failed; a script with a LocalFederation stops it on SIGTERM and SIGHUP.
+node whose key is not registered is refused and says so; a script with a
+LocalFederation stops it on SIGTERM and SIGHUP.
 """
 
 from __future__ import annotations
@@ -48,7 +47,7 @@ from flower_federation import running_federation  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 
 from kernelscale import VerticalKernelPCA  # noqa: E402
-from kernelscale.backends.flower.certificates import make_node_key, make_tls_files  # noqa: E402
+from kernelscale.backends.flower.certificates import make_tls_files  # noqa: E402
 from kernelscale.backends.flower.cli import write_fit_app  # noqa: E402
 from kernelscale.backends.flower.cluster import FlowerCluster  # noqa: E402
 from kernelscale.backends.flower.connection import connection_toml  # noqa: E402
@@ -205,7 +204,7 @@ def test_the_secure_federation_starts_with_tls_registered_nodes_and_a_roster(fed
     for args in federation.commands[1:]:
         assert "--insecure" not in args and "--auth-supernode-private-key" in args
         assert args[args.index("--root-certificates") + 1] == str(federation.root_certificates)
-        assert "--ssl-certfile" in args  # its Runtime API too: the executor speaks TLS
+        assert "--ssl-certfile" in args  # its Runtime API too
     roster = federation.roster_file.read_text()
     assert all(f"{i} = {node}" in roster for i, node in enumerate(federation.node_ids))
 
@@ -247,45 +246,6 @@ def _command_line(process) -> str:
         return ""
 
 
-def test_the_executor_ends_with_a_node_started_without_job_control(federation, tmp_path):
-    """A node started with `&` from a script (SIGINT ignored, as a non-interactive shell
-    does) and killed: its long-lived ClientApp process must not run on. (Not in the
-    roster, and holding partition 9: the runs of the module leave it out.)"""
-    private, public = make_node_key(tmp_path, "extra")
-    federation.register([public])
-    args = federation.node_args({"partition-id": 9, "partition-path": str(tmp_path / "x.npy")},
-                                private)
-    script = " ".join(f"'{a}'" for a in args) + " >/dev/null 2>&1 & echo $!; wait"
-    shell = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, text=True,
-                             env=dict(federation.env, FLWR_HOME=str(tmp_path)),
-                             start_new_session=True)
-    node = psutil.Process(int(shell.stdout.readline()))
-    executors = []
-    try:
-        for _ in range(300):  # the launcher starts its executor at once
-            executors = [p for p in node.children() if "executor" in _command_line(p)]
-            if executors:
-                break
-            psutil.wait_procs([node], timeout=0.1)
-        assert executors, "the launcher started no executor"
-        node.send_signal(signal.SIGKILL)
-        alive = wait_ended(executors, 30)  # a zombie, waiting for init to reap it, has ended
-        assert not alive, "the executor ran on after its node was killed"
-    finally:  # whatever is left (the executor, on code that lets it run on)
-        left = [*executors, node]
-        try:
-            left += node.children(recursive=True)
-        except psutil.NoSuchProcess:  # the node has ended (and its shell reaped it)
-            pass
-        for process in left:
-            try:
-                process.kill()
-            except psutil.NoSuchProcess:
-                pass
-        shell.wait(30)
-        shell.stdout.close()
-
-
 def test_an_unregistered_node_is_refused(federation, tmp_path):
     """Its key was never registered: the SuperLink refuses it and it exits (one retry)."""
     process = federation.add_node({"partition-id": 7, "partition-path": str(tmp_path / "x")},
@@ -311,45 +271,6 @@ def test_flower_app_command_writes_a_runnable_app(tmp_path):
     assert main(["flower-app", str(tmp_path / "b"), "--estimator", "KMeans"]) == 2
 
 
-class _Stop(BaseException):
-    """Ends the executor's loop in the test (its own errors are Exceptions)."""
-
-
-def test_the_executor_serves_on_after_a_task_fails(monkeypatch, capsys):
-    """A task whose reply cannot be pushed (Flower's ObjectPushError, for one) costs that
-    round, not the node: the executor reports it and takes the next task."""
-    from kernelscale.backends.flower import executor
-
-    tokens, ran = iter(["first", "second", "third"]), []
-
-    class Task:
-        def __init__(self, token):
-            self.token = token
-
-        def HasField(self, name):
-            return name == "task"
-
-    class RuntimeAPI:
-        def AcquireTask(self, request):
-            token = next(tokens, None)
-            if token is None:
-                raise _Stop
-            return Task(token)
-
-    def run_task(address, token, client_app, fab_cache, **options):
-        ran.append(token)
-        if token == "first":
-            raise RuntimeError("ObjectPushError: object not pre-registered")
-
-    monkeypatch.setattr(executor, "_runtime_client",
-                        lambda address, token=None, **tls: RuntimeAPI())
-    monkeypatch.setattr(executor, "run_task", run_task)
-    with pytest.raises(_Stop):
-        executor.serve("127.0.0.1:9094")
-    assert ran == ["first", "second", "third"]
-    assert "ObjectPushError" in capsys.readouterr().err
-
-
 STOPPED_BY_SIGNAL = """
 import sys, time
 import numpy as np
@@ -365,7 +286,7 @@ with LocalFederation([{"partition-id": 0, "partition-path": folder + "/p.npy"}],
 
 
 def test_a_script_that_gets_sigterm_or_sighup_stops_its_federation(tmp_path):
-    """Issue 47.5: the SuperLink, its SuperExec, the SuperNode and its executor all end
+    """Issue 47.5: the SuperLink, its SuperExec and the SuperNode all end
     with a script (inside ``with LocalFederation``) that was sent SIGTERM or SIGHUP; the
     script then ends as the signal says. Both scripts run side by side."""
     scripts, started = {}, {}
@@ -379,13 +300,13 @@ def test_a_script_that_gets_sigterm_or_sighup_stops_its_federation(tmp_path):
         for sig, script in scripts.items():
             assert script.stdout.readline().strip() == "started"
             process = psutil.Process(script.pid)
-            for _ in range(300):  # the node's executor and the SuperLink's SuperExec
+            for _ in range(300):  # the node and the SuperLink's SuperExec
                 started[sig] = process.children(recursive=True)
                 names = " ".join(_command_line(p) for p in started[sig])
-                if "executor" in names and "superexec" in names:
+                if "supernode" in names and "superexec" in names:
                     break
                 psutil.wait_procs([process], timeout=0.1)
-            assert "executor" in names and "superexec" in names, names
+            assert "supernode" in names and "superexec" in names, names
         for sig, script in scripts.items():
             script.send_signal(sig)
         for sig, script in scripts.items():

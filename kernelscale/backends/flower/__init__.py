@@ -11,8 +11,8 @@ ClientApp (the worker) and the ServerApps; ``secagg``: summed rounds through
 SecAgg+; ``wire``: what both sides share (message names, records); ``local``: a
 federation on one machine (:class:`LocalFederation`, with TLS and node
 authentication on request; ``certificates`` makes its throwaway keys);
-``supernode``: the SuperNode launcher (process isolation, short waits);
-``executor``: the long-lived ClientApp process beside each node; ``superlink``:
+``supernode``: the SuperNode launcher (short waits; ``in_node``: the ClientApp
+run in the node's own process); ``superlink``:
 the SuperLink launcher with the Fleet API alone on the parties' address.
 Who decides what: ``policy`` (what a party's node answers, from its own node
 config), ``protocols`` (the table of what each estimator runs), ``hello`` (which

@@ -91,15 +91,17 @@ class LocalFederation:
     workdir : path, optional
         Where the logs and each process's ``FLWR_HOME`` go (default: a new
         temporary folder).
-    task_poll_interval : float, default=0.1
+    task_poll_interval : float, default=0.5
         ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL``: how often the SuperLink's
         SuperExec asks for work to launch (the ServerApp; Flower's default is 1 s).
+        It is paid once per run, when the ServerApp starts, but each poll costs the
+        SuperLink CPU during every round, so it is not set lower.
     node_idle_seconds : float or None, default=0.02
         The SuperNodes' waits (Flower 1.42 sleeps 3 s after a poll that found no
         message, 0.5 s at a time while the ClientApp works). With a number the
         nodes run through :mod:`kernelscale.backends.flower.supernode`: the same
-        SuperNode with those waits shortened and one long-lived ClientApp
-        process (:mod:`~kernelscale.backends.flower.executor`) instead of one
+        SuperNode with those waits shortened, running the ClientApp in its own
+        process (:mod:`~kernelscale.backends.flower.in_node`) instead of one
         process per message. ``None`` runs the stock ``flower-supernode``.
     process_per_message : bool, default=False
         With ``node_idle_seconds``: keep Flower's ClientApp process per message
@@ -107,7 +109,7 @@ class LocalFederation:
     tls : bool, default=False
         Serve the SuperLink over TLS with a throwaway CA (``workdir/keys``); the
         nodes and ``flwr`` verify it with :attr:`root_certificates`. Each node
-        serves its Runtime API (to its ClientApp process) over TLS too.
+        serves its Runtime API (to ClientApp processes) over TLS too.
     node_auth : bool, default=False
         SuperNode authentication: each node gets a key pair, its public key is
         registered (``flwr supernode register``) before it starts, and the
@@ -140,7 +142,7 @@ class LocalFederation:
     """
 
     def __init__(self, node_configs: Sequence[Mapping], workdir=None,
-                 task_poll_interval: float = 0.1, node_idle_seconds: float | None = 0.02,
+                 task_poll_interval: float = 0.5, node_idle_seconds: float | None = 0.02,
                  process_per_message: bool = False, tls: bool = False,
                  node_auth: bool = False, models=None):
         self.node_configs = [dict(c) for c in node_configs]
@@ -204,7 +206,7 @@ class LocalFederation:
 
     def _security_args(self) -> list[str]:
         """A node's TLS options: it verifies the SuperLink with the CA, and serves its own
-        Runtime API (to its ClientApp process) over TLS with the same throwaway
+        Runtime API (to ClientApp processes, where it starts any) over TLS with the same throwaway
         certificate (valid for 127.0.0.1)."""
         if not self.tls:
             return ["--insecure"]

@@ -1,6 +1,6 @@
 """The processes a :class:`~kernelscale.backends.flower.local.LocalFederation` started.
 
-Their children (a SuperLink's SuperExec, a node's executor, the ServerApps) found
+Their children (a SuperLink's SuperExec, the ServerApps, a node's ClientApp processes) found
 and ended, and every running federation of this process stopped when the
 process gets SIGTERM or SIGHUP (issue 47), as it is at the end of a ``with``
 block or on SIGINT.
@@ -81,7 +81,7 @@ def wait_ended(processes: list, timeout: float) -> list:
     """Wait until the psutil ``processes`` have ended; those still running at ``timeout``.
 
     A zombie has ended: these are the children of a process that was stopped (a killed
-    node's executor), and only the process that adopted them (init) can reap them, when
+    node's ClientApp process), and only the process that adopted them (init) can reap them, when
     it gets to it (``psutil.wait_procs`` waited for that, 1.5 s here).
     """
     import psutil
