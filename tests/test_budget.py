@@ -435,6 +435,10 @@ def test_a_pilot_under_2k_points_keeps_the_forecast_whatever_it_reads(phi):
     assert "too small to read its flatness (fewer than 2 k = 20)" in small.reason
     enough = choose_after_pilot(phi, sizes, n_pilot=MIN_PILOT * 10, n_components=10)
     assert enough == choose_after_pilot(phi, sizes)
+    # an RBF or Laplacian pilot (ceil(|Y| / 4) points) is read whatever its size (issue 46)
+    shift_invariant = choose_after_pilot(phi, sizes, n_pilot=MIN_PILOT * 10 - 1,
+                                         n_components=10, shift_invariant=True)
+    assert shift_invariant == enough
 
 
 def test_rows_of_unit_norm_keep_the_ridge_plan_with_a_polynomial_kernel():

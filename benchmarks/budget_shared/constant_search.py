@@ -122,11 +122,13 @@ def sized_best(datasets: Iterable[str], cache_folder: Path) -> dict:
     return best
 
 
-def choose(row: dict, theta: dict) -> str:
-    """The pilot rule's choice ('R', 'R0', 'U', 'B') under constants ``theta``."""
+def choose(row: dict, theta: dict, shift_invariant: bool = False) -> str:
+    """The pilot rule's choice ('R', 'R0', 'U', 'B') under constants ``theta``
+    (``shift_invariant``: an RBF kernel, whose pilot the rule reads whatever its size)."""
     with constants(**{k: v for k, v in theta.items() if k != "DEFENSIVE_SHARE"}):
         method, _, scale = pilot.choose_after_pilot(
-            row["phi"], row["sizes"], row["spread"], row["n_pilot"], K, row["n_samples"])
+            row["phi"], row["sizes"], row["spread"], row["n_pilot"], K, row["n_samples"],
+            shift_invariant)
     if method == "diskpca":
         return "R0" if scale == 0 else "R"
     return {"uniform_dislr": "U", "uniform_batch": "B"}[method]
@@ -225,8 +227,9 @@ class FitTable:
         (FLAT, PEAKED, MIN_PILOT, BATCH_RATIO); 0 (R) for the forecast's own fits."""
         if rule not in self._choices:
             theta = dict(zip(PILOT_CONSTANTS, rule, strict=True))
-            self._choices[rule] = np.array([CHOICES.index(choose(r, theta)) if r else 0
-                                            for r in self.rule_rows])
+            self._choices[rule] = np.array([
+                CHOICES.index(choose(r, theta, bool(rbf))) if r else 0
+                for r, rbf in zip(self.rule_rows, self.rbf, strict=True)])
         return self._choices[rule]
 
     def results(self, theta: dict) -> dict:

@@ -162,7 +162,8 @@ def _print_budget(n_rows, d, args, options) -> None:
 
         kernel = options["kernel"]
         n_pilot = ridge_schedule(kernel, args.n_components, plan.n_landmarks)[0]
-        if too_small_to_read(n_pilot, args.n_components):
+        # as choose_after_pilot: an RBF or Laplacian pilot is read whatever its size
+        if not kernel.is_shift_invariant and too_small_to_read(n_pilot, args.n_components):
             print(f"  its uniform pilot of {n_pilot} points is too few to read the spectrum "
                   f"(fewer than {MIN_PILOT} k = {MIN_PILOT * args.n_components}): the fit "
                   "keeps this plan")

@@ -70,7 +70,8 @@ def piloted_fit(cluster, kernel, plan, *, messages: str = "gram", center: bool =
     uniform = pilot_sizes(plan, n_pilot)
     sizes = {"diskpca": n_y, **{m: f.n_landmarks if f else None for m, f in uniform.items()}}
     method, reason, ridge_scale = choose_after_pilot(phi, sizes, spread, n_pilot, k,
-                                                     info.n_samples)
+                                                     info.n_samples,
+                                                     kernel.is_shift_invariant)
     pilot = {"n_pilot": n_pilot, "phi": phi, "diagonal_spread": spread,
              "forecast_method": plan.method}
     if method == "diskpca" and measured:
