@@ -7,7 +7,7 @@ own partition file (named in its node config); the rows never pass through the
 server. The processes start once for the module and are stopped by the fixture's
 finaliser, whatever happens; the tests that kill a node run last, and start the node
 again and wait until the module's cluster has found it. The nodes run through the kernelscale
-launcher (one long-lived ClientApp process each, short waits), so a round costs
+launcher (the ClientApp run inside each node, short waits), so a round costs
 a fraction of a second on a quiet machine; the data and the protocol settings
 are small all the same.
 """
