@@ -279,21 +279,25 @@ from kernelscale.backends.flower.local import LocalFederation
 folder = sys.argv[1]
 np.save(folder + "/p.npy", np.ones((4, 2)))
 with LocalFederation([{"partition-id": 0, "partition-path": folder + "/p.npy"}],
-                     folder + "/processes", node_idle_seconds=0.05):
+                     folder + "/processes", node_idle_seconds=0.05,
+                     warm_serverapp=sys.argv[2] == "warm"):
     print("started", flush=True)
     time.sleep(600)
 """
 
 
 def test_a_script_that_gets_sigterm_or_sighup_stops_its_federation(tmp_path):
-    """Issue 47.5: the SuperLink, its SuperExec and the SuperNode all end
-    with a script (inside ``with LocalFederation``) that was sent SIGTERM or SIGHUP; the
-    script then ends as the signal says. Both scripts run side by side."""
+    """Issue 47.5: the SuperLink, its SuperExec and the SuperNode (and the warm
+    ServerApp process, started by the SIGTERM script) all end with a script (inside ``with
+    LocalFederation``) that was sent SIGTERM or SIGHUP; the script then ends as the signal
+    says. Both scripts run side by side."""
     scripts, started = {}, {}
     for sig in (signal.SIGTERM, signal.SIGHUP):
         folder = tmp_path / sig.name
         folder.mkdir()
-        scripts[sig] = subprocess.Popen([sys.executable, "-c", STOPPED_BY_SIGNAL, str(folder)],
+        warm = "warm" if sig == signal.SIGTERM else "cold"
+        scripts[sig] = subprocess.Popen([sys.executable, "-c", STOPPED_BY_SIGNAL, str(folder),
+                                         warm],
                                         stdout=subprocess.PIPE, text=True,
                                         start_new_session=True)
     try:
@@ -307,6 +311,7 @@ def test_a_script_that_gets_sigterm_or_sighup_stops_its_federation(tmp_path):
                     break
                 psutil.wait_procs([process], timeout=0.1)
             assert "supernode" in names and "superexec" in names, names
+            assert ("warm_serverapp" in names) == (sig == signal.SIGTERM), names
         for sig, script in scripts.items():
             script.send_signal(sig)
         for sig, script in scripts.items():

@@ -27,12 +27,17 @@ its registered nodes (``workdir/roster.toml``, ``KERNELSCALE_FLOWER_ROSTER``:
 each node's id, as ``flwr supernode register`` printed it, bound to the
 ``partition-id`` of its node config); without node authentication a node's id
 changes at every start, so there is no roster and the nodes' own claims are used.
+
+Each run's ServerApp is forked from a process that has already imported it
+(:mod:`~kernelscale.backends.flower.warm_serverapp`; ``warm_serverapp=False``
+starts Flower's own new process per run).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -122,6 +127,11 @@ class LocalFederation:
         (:attr:`roster_file`).
     models : path, optional
         The operator's model folder, where runs write (default ``workdir/models``).
+    warm_serverapp : bool, default=True
+        Start each run's ServerApp forked from a process that has already imported
+        Flower and kernelscale (:mod:`~kernelscale.backends.flower.warm_serverapp`),
+        not as a new ``flwr-serverapp`` process that imports them (about 4 s of CPU
+        a run). ``False`` runs the stock command.
 
     Attributes
     ----------
@@ -148,7 +158,7 @@ class LocalFederation:
     def __init__(self, node_configs: Sequence[Mapping], workdir=None,
                  task_poll_interval: float = 0.5, node_idle_seconds: float | None = 0.02,
                  process_per_message: bool = False, tls: bool = False,
-                 node_auth: bool = False, models=None):
+                 node_auth: bool = False, models=None, warm_serverapp: bool = True):
         self.node_configs = [dict(c) for c in node_configs]
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="kernelscale-federation-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -173,6 +183,15 @@ class LocalFederation:
             # where a message has more objects. A Flower without it ignores it.
             for name in CONCURRENT_OBJECTS_ENV:
                 self.env.setdefault(name, "8")
+        self.warm: subprocess.Popen | None = None
+        self._warm_socket: Path | None = None
+        if warm_serverapp:
+            from kernelscale.backends.flower.warm_serverapp import write_stand_in
+
+            # AF_UNIX paths are short (108 bytes): a private folder of its own under /tmp.
+            self._warm_socket = Path(tempfile.mkdtemp(prefix="ks-warm-")) / "serverapp.sock"
+            bin_dir = write_stand_in(self.workdir / "bin", self._warm_socket).parent
+            self.env["PATH"] = str(bin_dir) + os.pathsep + self.env["PATH"]
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.superlink: subprocess.Popen | None = None
@@ -205,11 +224,12 @@ class LocalFederation:
         (self.flwr_home / "config.toml").write_text(connection_toml(
             self.connection, self.address, self.root_certificates, insecure=not self.tls))
 
-    def _spawn(self, args: list[str], name: str) -> subprocess.Popen:
+    def _spawn(self, args: list[str], name: str, flower: bool = True) -> subprocess.Popen:
         home = self.workdir / f"home-{name}"
         home.mkdir(exist_ok=True)
         env = dict(self.env, FLWR_HOME=str(home))
-        self.commands.append(args)
+        if flower:  # commands: the SuperLink's, then the nodes'
+            self.commands.append(args)
         with open(self.workdir / f"{name}.log", "ab") as log:
             return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL)
@@ -278,6 +298,11 @@ class LocalFederation:
         """Start the SuperLink, wait until it answers, register the node keys, start the nodes."""
         stop_with_the_script(self)
         try:
+            if self._warm_socket is not None:  # it imports while the SuperLink starts
+                self.warm = self._spawn([sys.executable, "-m",
+                                         "kernelscale.backends.flower.warm_serverapp", "serve",
+                                         str(self._warm_socket)], "warm-serverapp",
+                                        flower=False)
             tls = (["--ssl-ca-certfile", str(self._tls_files["ca"]), "--ssl-certfile",
                     str(self._tls_files["cert"]), "--ssl-keyfile", str(self._tls_files["key"])]
                    if self.tls else ["--insecure"])
@@ -298,6 +323,7 @@ class LocalFederation:
                 key = self.node_keys[i] if self.node_auth else None
                 self._node_args.append(self.node_args(config, key))
                 self.nodes.append(self._spawn(self._node_args[i], f"supernode-{i}"))
+            self._wait_warm(timeout)
         except BaseException:
             self.stop()
             raise
@@ -324,6 +350,19 @@ class LocalFederation:
                 pass
             if time.monotonic() > deadline:
                 raise TimeoutError(f"flower-superlink did not answer within {timeout:g} s.")
+            time.sleep(0.05)
+
+    def _wait_warm(self, timeout: float) -> None:
+        """Wait until the warm ServerApp process listens (a run started before would
+        only be cold: its stand-in runs the stock command)."""
+        deadline = time.monotonic() + timeout
+        while self.warm is not None and not self._warm_socket.exists():
+            if self.warm.poll() is not None:
+                raise RuntimeError("the warm ServerApp process exited:\n"
+                                   f"{self.log('warm-serverapp')}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the warm ServerApp process did not listen within "
+                                   f"{timeout:g} s.")
             time.sleep(0.05)
 
     def log(self, name: str) -> str:
@@ -377,7 +416,7 @@ class LocalFederation:
         """Stop every process this federation started (and their children)."""
         if self in RUNNING:
             RUNNING.remove(self)
-        processes = [p for p in [*self.nodes, self.superlink] if p is not None]
+        processes = [p for p in [*self.nodes, self.superlink, self.warm] if p is not None]
         children = [c for p in processes for c in child_processes(p.pid)]
         for p in processes:
             if p.poll() is None:
@@ -389,6 +428,8 @@ class LocalFederation:
                 p.kill()
                 p.wait()
         end_processes(children)
+        if self._warm_socket is not None:
+            shutil.rmtree(self._warm_socket.parent, ignore_errors=True)
 
     def __enter__(self) -> LocalFederation:
         return self.start()
