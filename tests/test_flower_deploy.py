@@ -400,3 +400,13 @@ def test_flwr_run_fits_the_vertical_kpca_which_transforms_through_the_parties(ru
     scores, ledger = model.distributed_transform("new-block-path")
     np.testing.assert_allclose(np.abs(scores), np.abs(local.transform(NEW_BLOCKS)), atol=1e-8)
     assert ledger.total_words(kind="raw_points") == 0
+
+
+def test_every_run_s_serverapp_was_forked_warm(runs, federation):
+    """LocalFederation's default: the SuperExec starts the stand-in flwr-serverapp, and the
+    warm process forks each run's ServerApp (at least one per run of RUNS, which have all
+    ended; the tests above may have opened more)."""
+    for name in RUNS:
+        runs[name].wait()
+    forked = re.findall(r"warm ServerApp process \d+ started", federation.log("warm-serverapp"))
+    assert len(forked) >= len(RUNS), federation.log("warm-serverapp")

@@ -20,6 +20,7 @@ the runs it proves:
   policy and equal the in-process fits; DistributedKernelPCA is refused by the
   parties (raw rows) and writes no model; and a run whose output is ``../...`` is
   refused before any round;
+* every run's ServerApp is forked by the guide's warm ServerApp process;
 * a party cannot use the Control API (the Fleet address serves the Fleet API only,
   and the operator's address is not on the parties' network).
 
@@ -396,6 +397,16 @@ def test_an_output_outside_the_model_folder_is_refused_before_any_round(runs):
     code, out = results["escape"]
     assert code == 1 and "output='../escape.npz' is a path" in out, out
     assert "round 1" not in out and not (operator / "escape.npz").exists()
+
+
+def test_every_run_s_serverapp_was_forked_by_the_warm_process(deployment, runs):
+    """The guide's two warm_serverapp lines: the SuperExec found the stand-in first on its
+    PATH, and the warm process (the operator's second background command) forked one
+    ServerApp per run: the rogue's, the guide's and the escaping one."""
+    deployment = deployment[0]
+    results = runs[0]
+    forked = re.findall(r"warm ServerApp process \d+ started", deployment.log("operator-1"))
+    assert len(forked) == len(results), deployment.log("operator-1")
 
 
 def test_a_party_cannot_reach_the_control_api(deployment, runs):

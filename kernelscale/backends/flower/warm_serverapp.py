@@ -25,10 +25,11 @@ operator's machine::
         /srv/kernelscale/warm.sock
     PATH=/srv/kernelscale/bin:$PATH flower-superexec ...
 
-Forking after the imports is safe here because the warm process never starts
-a thread, opens a connection or reads a run before it forks; each ServerApp
-then runs exactly as the stock one would, from its own arguments and
-environment.
+Forking after the imports is safe here because the warm process opens no
+connection, reads no run and starts no thread of its own before it forks (the
+BLAS library's idle workers are re-created in the child by the library's own
+fork handlers, as with ``multiprocessing``); each ServerApp then runs as the
+stock one would, from its own arguments and environment.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ def _monitor(connection: socket.socket) -> int:
         os._exit(_run_serverapp(request, fds))
     for fd in fds:
         os.close(fd)
+    print(f"kernelscale: warm ServerApp process {child} started", flush=True)
     connection.sendall(f"{child}\n".encode())
     _, status = os.waitpid(child, 0)
     connection.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
