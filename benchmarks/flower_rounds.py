@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -52,6 +51,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from flower_shared import digits_partitions, fk_flwr_run
 
 OUT = Path(__file__).parent / "results" / "flower_rounds"
 TRACE_DIR = Path(__file__).parent / "flower_trace"
@@ -60,7 +60,6 @@ SETTINGS = {
     "process per message": dict(process_per_message=True),
     "kernelscale": dict(),
 }
-FK = {"n-clusters": 10, "n-random-features": 20, "max-iter": 1, "n-refine": 0}
 #: Stages of a round, in order: (name, the event that ends it).
 STAGES = [
     ("master to SuperLink: the ServerApp pushes the messages and their objects", "push"),
@@ -199,48 +198,17 @@ def stages(trace: Path) -> tuple[list[dict], list[dict]]:
 
 def flwr_fits(seeds: int) -> list[dict]:
     from kernelscale.backends.flower.cli import write_fit_app
-    from kernelscale.backends.flower.connection import flwr_command
     from kernelscale.backends.flower.local import LocalFederation
-    from kernelscale.datasets import load_digits_standardized
-    from kernelscale.metrics.clustering import nmi
-    from kernelscale.model import load_model
 
-    X, y = load_digits_standardized()
-    truth = np.concatenate([y[i::3] for i in range(3)])
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        folder, configs = Path(tmp), []
-        for i in range(3):
-            np.save(folder / f"p{i}.npy", X[i::3])
-            configs.append({"partition-id": i, "partition-path": str(folder / f"p{i}.npy")})
+        folder = Path(tmp)
+        configs, truth = digits_partitions(folder)
         app = write_fit_app(folder / "app").parent
         with LocalFederation(configs, folder / "federation", tls=True, node_auth=True) as fed:
             for seed in range(seeds):
                 for protocol in ("paper", "auto"):
-                    # a plain name: the model goes into the operator's model folder
-                    name = f"fk-{protocol}-{seed}.npz"
-                    output = fed.models / name
-                    config = {"estimator": "FederatedKernelKMeans", **FK, "n-workers": 3,
-                              "protocol": protocol, "random-state": seed, "output": name}
-                    text = " ".join(f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}"
-                                    for k, v in config.items())
-                    start = time.perf_counter()
-                    run = subprocess.run(
-                        [flwr_command(), "run", str(app), fed.connection, "--stream",
-                         "--run-config", text], env=fed.flwr_env(), capture_output=True,
-                        text=True, timeout=1800, stdin=subprocess.DEVNULL)
-                    wall = time.perf_counter() - start
-                    log = run.stdout + run.stderr
-                    fitted = re.search(r"fitted in ([0-9.]+) s", log)
-                    if not output.exists() or fitted is None:
-                        raise RuntimeError(f"flwr run failed:\n{log[-3000:]}")
-                    rounds = re.findall(r"kernelscale: round \d+ '([^']+)' \((\w+)\)", log)
-                    model = load_model(output)
-                    rows.append({"protocol": protocol, "seed": seed, "rounds": len(rounds),
-                                 "fit_rounds": sum(p == "fit" for _, p in rounds),
-                                 "fit_s": float(fitted.group(1)),
-                                 "flwr_run_wall_s": round(wall, 2),
-                                 "nmi": round(nmi(truth, model.labels_), 4)})
+                    rows.append(fk_flwr_run(fed, app, protocol, seed, truth))
                     print(rows[-1], flush=True)
     return rows
 

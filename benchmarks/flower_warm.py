@@ -21,61 +21,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import tempfile
-import time
 from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
+from flower_shared import digits_partitions, fk_flwr_run
 
 from kernelscale.bench import write_rows
 
 OUT = Path(__file__).parent / "results" / "flower_rounds"
-#: The fit of ``benchmarks/flower_rounds.py`` (``docs/flower.md``'s example).
-FK = {"n-clusters": 10, "n-random-features": 20, "max-iter": 1, "n-refine": 0}
 
 
-def _federations(folder: Path, stack: ExitStack) -> dict:
+def _federations(configs: list[dict], folder: Path, stack: ExitStack) -> dict:
     from kernelscale.backends.flower.local import LocalFederation
-    from kernelscale.datasets import load_digits_standardized
 
-    X, _ = load_digits_standardized()
-    configs = []
-    for i in range(3):
-        np.save(folder / f"p{i}.npy", X[i::3])
-        configs.append({"partition-id": i, "partition-path": str(folder / f"p{i}.npy")})
     return {name: stack.enter_context(LocalFederation(
                 configs, folder / name, tls=True, node_auth=True, warm_serverapp=warm))
             for name, warm in (("new process", False), ("warm", True))}
-
-
-def one_run(fed, app: Path, protocol: str, seed: int) -> dict:
-    from kernelscale.backends.flower.connection import flwr_command
-    from kernelscale.datasets import load_digits_standardized
-    from kernelscale.metrics.clustering import nmi
-    from kernelscale.model import load_model
-
-    name = f"fk-{protocol}-{seed}.npz"
-    config = {"estimator": "FederatedKernelKMeans", **FK, "n-workers": 3,
-              "protocol": protocol, "random-state": seed, "output": name}
-    text = " ".join(f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}"
-                    for k, v in config.items())
-    start = time.perf_counter()
-    run = subprocess.run([flwr_command(), "run", str(app), fed.connection, "--stream",
-                          "--run-config", text], env=fed.flwr_env(), capture_output=True,
-                         text=True, timeout=1800, stdin=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    log = run.stdout + run.stderr
-    fitted = re.search(r"fitted in ([0-9.]+) s", log)
-    if not (fed.models / name).exists() or fitted is None:
-        raise RuntimeError(f"flwr run failed:\n{log[-3000:]}")
-    _, y = load_digits_standardized()
-    truth = np.concatenate([y[i::3] for i in range(3)])
-    return {"protocol": protocol, "seed": seed, "flwr_run_wall_s": round(wall, 2),
-            "fit_s": float(fitted.group(1)),
-            "nmi": round(nmi(truth, load_model(fed.models / name).labels_), 4)}
 
 
 def summary(rows: list[dict], seeds: int, load: tuple) -> str:
@@ -113,13 +76,15 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         folder = Path(tmp)
+        configs, truth = digits_partitions(folder)
         app = write_fit_app(folder / "app").parent
-        federations = _federations(folder, stack)
+        federations = _federations(configs, folder, stack)
         for seed in range(args.seeds):
             for protocol in ("paper", "auto"):
                 order = list(federations.items())
                 for setting, fed in order if seed % 2 == 0 else order[::-1]:
-                    rows.append({"setting": setting, **one_run(fed, app, protocol, seed)})
+                    rows.append({"setting": setting,
+                                 **fk_flwr_run(fed, app, protocol, seed, truth)})
                     print(rows[-1], flush=True)
     OUT.mkdir(parents=True, exist_ok=True)
     write_rows(OUT / "warm.csv", rows)
