@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from flower_shared import digits_partitions, fk_flwr_run
+from flower_shared import MILESTONES, digits_partitions, fk_flwr_run
 
 OUT = Path(__file__).parent / "results" / "flower_rounds"
 TRACE_DIR = Path(__file__).parent / "flower_trace"
@@ -105,7 +105,10 @@ def trial(setting: str, rounds: int) -> dict:
                 startup = time.perf_counter() - start
                 cluster.broadcast_map(describe_partition, round="warm-up",
                                       reply_kind="scalars")
-                seconds, cpu = [], _cpu_seconds()
+                import psutil
+
+                superlink = psutil.Process(fed.superlink.pid)
+                seconds, cpu, link = [], _cpu_seconds(), sum(superlink.cpu_times()[:2])
                 for _ in range(rounds):
                     t = time.time()
                     cluster.broadcast_map(describe_partition, round="describe",
@@ -113,9 +116,11 @@ def trial(setting: str, rounds: int) -> dict:
                     seconds.append(time.time() - t)
                     mark("master.round", t, seconds[-1])
                 cpu = (_cpu_seconds() - cpu) / rounds
+                link = (sum(superlink.cpu_times()[:2]) - link) / rounds
     return {"startup_s": round(startup, 2), "round_median_s": round(float(np.median(seconds)), 3),
             "round_mean_s": round(float(np.mean(seconds)), 3),
-            "round_min_s": round(float(np.min(seconds)), 3), "round_cpu_s": round(cpu, 3)}
+            "round_min_s": round(float(np.min(seconds)), 3), "round_cpu_s": round(cpu, 3),
+            "superlink_cpu_s": round(link, 3)}
 
 
 def _cpu_seconds() -> float:
@@ -187,9 +192,23 @@ def stages(trace: Path) -> tuple[list[dict], list[dict]]:
             end = float(np.fmax(marks[mark], previous))
             row[name], previous = end - previous, end
         rounds.append(row)
-        http = [(e, d) for _, _, e, d in inside if e.startswith("http")]
-        requests.append({"requests": len(http), "request_seconds": sum(d for _, d in http)})
+        http = [(p, e, d) for _, p, e, d in inside if e.startswith("http")]
+        requests.append({"requests": len(http), "request_seconds": sum(d for *_, d in http),
+                         "needed_requests": needed_requests(http)})
     return rounds, requests
+
+
+def needed_requests(http: list[tuple]) -> int:
+    """The requests of a round that Flower's protocol cannot do without: every object pushed
+    once and pulled once, each message push and confirmation, and one pull of messages
+    per party that receives (no poll that finds nothing, no retry of an object that was
+    not stored yet, no SuperExec poll)."""
+    def count(endpoint):
+        return sum(e.endswith(endpoint) for _, e, _ in http)
+
+    receivers = {p for p, e, _ in http if e.endswith("/pull-messages")}
+    return (2 * count("/push-object") + count("/push-messages")
+            + count("/confirm-message-received") + len(receivers))
 
 
 # ----------------------------------------------------------------------------------
@@ -232,6 +251,38 @@ def _stage_table(profiles: dict) -> list[str]:
     return lines
 
 
+def _floor(profile: dict) -> list[str]:
+    """What the SuperLink's CPU makes the least a round can take."""
+    cpu = profile["trial"]["superlink_cpu_s"]
+    requests = float(np.median([r["requests"] for r in profile["requests"]]))
+    needed = float(np.median([r["needed_requests"] for r in profile["requests"]]))
+    each = cpu / requests
+    return ["", f"The SuperLink's CPU in the traced run: {cpu:.3f} s a round of "
+            f"{profile['trial']['round_median_s']:.3f} s (median), over {requests:.0f} HTTP "
+            f"requests: {1000 * each:.1f} ms of its CPU a request. The requests a round "
+            f"cannot do without (each object pushed and pulled once, each message pushed and "
+            f"confirmed, one pull per receiving party; no empty poll, no retry): "
+            f"{needed:.0f}, which at {1000 * each:.1f} ms each is {needed * each:.3f} s of "
+            "the SuperLink's CPU a round, however short the waits."]
+
+
+def _timeline_table(fits: list[dict]) -> list[str]:
+    stages = [name for name, _ in MILESTONES] + ["after_fit_s"]
+    lines = ["", "Where a `flwr run`'s wall time goes (median s; from the second each "
+             "marking line reached the CLI: `Successfully started run`, ``Start "
+             "`flwr-serverapp` ``, round 1's line, `fitted in`, the CLI's exit; the "
+             "SuperLink streams the log every 0.5 s):", "",
+             "| protocol | CLI: imports, app built and sent | SuperExec starts the ServerApp "
+             "| app loaded, nodes bound, round 1 | the other rounds | model saved, run "
+             "closed, CLI exits | wall |", "|---|---|---|---|---|---|---|"]
+    for protocol in ("paper", "auto"):
+        group = [f for f in fits if f["protocol"] == protocol]
+        lines.append(f"| {protocol} | " + " | ".join(
+            f"{np.nanmedian([f[s] for f in group]):.2f}" for s in stages)
+            + f" | {np.median([f['flwr_run_wall_s'] for f in group]):.2f} |")
+    return lines
+
+
 def summary(rows, profiles, fits, args, load, clientapp_import: float) -> str:
     lines = [f"# Flower round cost (`python benchmarks/flower_rounds.py --rounds {args.rounds} "
              f"--seeds {args.seeds}{' --before PATH' if args.before else ''}`)", "",
@@ -243,10 +294,11 @@ def summary(rows, profiles, fits, args, load, clientapp_import: float) -> str:
              "lasts).",
              "", "## A trivial round", "",
              "| setting | start-up s | trivial round s (median / mean / min) | CPU s a round, "
-             "all processes |", "| --- | --- | --- | --- |"]
+             "all processes | of which the SuperLink's |", "| --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['setting']} | {r['startup_s']} | {r['round_median_s']} / "
-                     f"{r['round_mean_s']} / {r['round_min_s']} | {r['round_cpu_s']} |")
+                     f"{r['round_mean_s']} / {r['round_min_s']} | {r['round_cpu_s']} | "
+                     f"{r['superlink_cpu_s']} |")
     lines.append(f"\nImporting `flwr-clientapp` in a new Python: {clientapp_import:.2f} s "
                  "(median of 3), paid by every message when each starts its own process.")
     by = {r["setting"]: r for r in rows}
@@ -262,6 +314,7 @@ def summary(rows, profiles, fits, args, load, clientapp_import: float) -> str:
                   "stage that another node's overlapped counts 0); medians over the rounds "
                   "of a traced run (`benchmarks/flower_trace`).", ""]
         lines += _stage_table(profiles)
+        lines += _floor(profiles["kernelscale"])
     if fits:
         lines += ["", "## The digits FK k-means fit through `flwr run` (TLS, node "
                   "authentication)", "",
@@ -275,6 +328,7 @@ def summary(rows, profiles, fits, args, load, clientapp_import: float) -> str:
                 f"{np.median([f['fit_s'] for f in group]):.2f} (median) | "
                 f"{np.median([f['flwr_run_wall_s'] for f in group]):.1f} (median) | "
                 f"{np.mean([f['nmi'] for f in group]):.4f} (mean of {len(group)}) |")
+        lines += _timeline_table(fits)
     return "\n".join(lines) + "\n"
 
 
@@ -304,9 +358,9 @@ def main() -> None:
                 print(rows[-1], flush=True)
         for name, tree in trees.items():
             trace = Path(tmp) / f"{name}.trace"
-            run_trial(tree, "kernelscale", args.rounds, trace)
+            traced = run_trial(tree, "kernelscale", args.rounds, trace)
             rounds, requests = stages(trace)
-            profiles[name] = {"rounds": rounds, "requests": requests}
+            profiles[name] = {"rounds": rounds, "requests": requests, "trial": traced}
     fits = [] if args.no_fits else flwr_fits(args.seeds)
     clientapp_import = import_seconds()
     from kernelscale.bench import write_rows

@@ -128,3 +128,37 @@ def test_sampler_report_reads_back_and_judges_at_equal_words(tmp_path):
     assert diagnostics == [] and back[0]["centred"] is False and back == rows
     text = summary(back, diagnostics, [0, 1], None)
     assert "| digits | RBF 0.2 x median | no | 0.50 W, - | - |" in text
+
+
+def test_flwr_run_timeline_splits_the_wall_time_at_its_marking_lines(script):
+    timeline = script("flower_shared").timeline
+    lines = [(0.4, "Loading project configuration...\n"),
+             (2.5, "Successfully started run 17\n"), (3.5, "Start `flwr-serverapp` process\n"),
+             (5.0, "kernelscale: round 1 'describe partitions' (setup) 0.5 s\n"),
+             (5.0, "kernelscale: round 12 'x' (fit) 0.5 s\n"),  # not round 1
+             (8.5, "kernelscale: FederatedKernelKMeans fitted in 4.0 s, 10 fit words\n")]
+    out = timeline(lines, wall=9.75)
+    assert out == {"submitted_s": 2.5, "serverapp_s": 1.0, "first_round_s": 1.5,
+                   "fitted_s": 3.5, "after_fit_s": 1.25}
+    assert sum(out.values()) == pytest.approx(9.75)
+    missing = timeline(lines[:2] + lines[3:], wall=9.75)  # no ServerApp line: nan, not 0
+    assert missing["serverapp_s"] != missing["serverapp_s"]
+    assert missing["first_round_s"] == 2.5
+
+
+def test_a_rounds_needed_requests_leave_out_empty_polls_and_retries(script):
+    needed = script("flower_rounds").needed_requests
+    master, node = 1, 2
+    http = [(master, "http/v1/runtime/push-messages", 0.01),
+            *[(master, "http/v1/runtime/push-object", 0.01)] * 3,
+            *[(node, "http/v1/fleet/pull-messages", 0.01)] * 4,  # 3 found nothing
+            *[(node, "http/v1/fleet/pull-object", 0.01)] * 5,  # 2 retries
+            (node, "http/v1/fleet/confirm-message-received", 0.01),
+            (node, "http/v1/fleet/push-messages", 0.01),
+            *[(node, "http/v1/fleet/push-object", 0.01)] * 3,
+            (master, "http/v1/runtime/pull-messages", 0.01),
+            *[(master, "http/v1/runtime/pull-object", 0.01)] * 3,
+            (master, "http/v1/runtime/confirm-message-received", 0.01),
+            (3, "http/v1/runtime/acquire-task", 0.01)]  # the SuperExec's poll
+    # 6 objects pushed and pulled once, 2 message pushes, 2 confirmations, 2 receivers
+    assert needed(http) == 12 + 2 + 2 + 2

@@ -105,3 +105,27 @@ def test_the_supernode_launcher_shortens_only_flowers_fixed_waits():
     clock.sleep(3)
     assert slept[3:] == [0.4, 0.1]
     assert clock.monotonic() == 13.0
+
+
+def test_a_node_polls_a_slow_superlink_less_often():
+    from types import SimpleNamespace
+
+    from kernelscale.backends.flower.supernode import _Waits
+
+    slept, now = [], [0.0]
+    fake_time = SimpleNamespace(sleep=slept.append, monotonic=lambda: now[0])
+    clock = _Waits(0.02, idle_seconds=0.2, active_seconds=5.0, clock=fake_time,
+                   latency_factor=4.0)
+    clock.polled(0.002)  # a quick answer: the short interval
+    clock.sleep(3)
+    clock.polled(0.05)  # a busy SuperLink: four times the poll's own time
+    clock.sleep(3)
+    clock.sleep(0.5)  # the wait for the ClientApp's reply is not a poll's
+    now[0] = 10.0  # idle: the longer of the idle interval and four polls
+    clock.sleep(3)
+    clock.polled(0.01)
+    clock.sleep(3)
+    assert slept == pytest.approx([0.02, 0.2, 0.005, 0.2, 0.2])
+    clock.polled(0.1)
+    clock.sleep(3)
+    assert slept[-1] == pytest.approx(0.4)

@@ -21,9 +21,12 @@ the node's own state, no request, no other process); the loop then pushes the
 reply as usual. Its waits are short (:class:`_Waits`): the node polls the
 SuperLink every ``KERNELSCALE_SUPERNODE_IDLE_SECONDS`` (default 0.02 s) for
 :data:`ACTIVE_SECONDS` after a message and every :data:`IDLE_POLL_SECONDS` when
-the federation is idle (each poll is a request the SuperLink serves: three
-nodes polling every 20 ms kept most of a core busy on a 2-core machine), and it
-waits 10 ms at first for a message's content.
+the federation is idle, and never sooner than
+``KERNELSCALE_SUPERNODE_POLL_LATENCY_FACTOR`` (default
+:data:`POLL_LATENCY_FACTOR`) times as long as its last empty poll took (each poll
+is a request the SuperLink serves on one core: three nodes polling every 20 ms
+kept most of a core busy on a 2-core machine, and ten made every round slower),
+and it waits 10 ms at first for a message's content.
 :class:`~kernelscale.backends.flower.local.LocalFederation` starts its nodes
 through it, and a deployment may too::
 
@@ -42,6 +45,7 @@ import time
 import warnings
 
 IDLE_ENV = "KERNELSCALE_SUPERNODE_IDLE_SECONDS"
+LATENCY_ENV = "KERNELSCALE_SUPERNODE_POLL_LATENCY_FACTOR"
 DEFAULT_IDLE_SECONDS = 0.02
 FLOWER_WAITS = (3, 0.5)  # the fixed waits of Flower 1.42's SuperNode loop
 
@@ -52,6 +56,11 @@ ACTIVE_SECONDS = 5.0
 IDLE_POLL_SECONDS = 0.2
 #: How often the node looks in its own state for its ClientApp's reply (no request).
 REPLY_CHECK_SECONDS = 0.005
+#: After a poll that found nothing, the node waits at least this many times as long as the
+#: poll took. The SuperLink serves every poll on one core (milliseconds of CPU each), so
+#: a busy SuperLink answers slowly and its nodes then poll less often: ten nodes polling
+#: every 20 ms slowed every round (``benchmarks/results/flower_rounds/polls.md``).
+POLL_LATENCY_FACTOR = 4.0
 
 
 class _Waits:
@@ -60,15 +69,18 @@ class _Waits:
     Flower's loop sleeps 3 s after a poll of the SuperLink that found no message
     and 0.5 s at a time while its ClientApp works. Here the first becomes
     ``poll_seconds`` for ``active_seconds`` after the last message
-    (:meth:`saw_message`) and ``idle_seconds`` after that; the second
+    (:meth:`saw_message`) and ``idle_seconds`` after that, or ``latency_factor``
+    times as long as that poll took (:meth:`polled`) if longer; the second
     ``reply_seconds``.
     """
 
     def __init__(self, poll_seconds: float, idle_seconds: float = IDLE_POLL_SECONDS,
                  active_seconds: float = ACTIVE_SECONDS,
-                 reply_seconds: float = REPLY_CHECK_SECONDS, clock=time):
+                 reply_seconds: float = REPLY_CHECK_SECONDS, clock=time,
+                 latency_factor: float = POLL_LATENCY_FACTOR):
         self.poll_seconds, self.idle_seconds = poll_seconds, max(idle_seconds, poll_seconds)
         self.active_seconds, self.reply_seconds = active_seconds, reply_seconds
+        self.latency_factor, self._last_poll = latency_factor, 0.0
         self._clock = clock
         self._active_until = clock.monotonic() + active_seconds  # a run may start at once
 
@@ -78,10 +90,15 @@ class _Waits:
     def saw_message(self) -> None:
         self._active_until = self._clock.monotonic() + self.active_seconds
 
+    def polled(self, seconds: float) -> None:
+        """A poll of the SuperLink that found no message took ``seconds``."""
+        self._last_poll = seconds
+
     def sleep(self, seconds: float) -> None:
         if seconds == FLOWER_WAITS[0]:
             active = self._clock.monotonic() < self._active_until
-            seconds = self.poll_seconds if active else self.idle_seconds
+            seconds = max(self.poll_seconds if active else self.idle_seconds,
+                          self.latency_factor * self._last_poll)
         elif seconds == FLOWER_WAITS[1]:
             seconds = self.reply_seconds
         self._clock.sleep(seconds)
@@ -95,8 +112,11 @@ def _wrap_pull(module, waits: _Waits, run_here: bool) -> None:
     fab_cache: dict = {}
 
     def pull_and_store(*args, **kwargs):
+        start = time.monotonic()
         run_id = pull(*args, **kwargs)
-        if run_id is not None:
+        if run_id is None:
+            waits.polled(time.monotonic() - start)
+        else:
             waits.saw_message()
             if run_here:
                 from kernelscale.backends.flower.app import client_app
@@ -146,7 +166,8 @@ def main() -> int:
     _short_object_waits(start_client_internal)
     if (getattr(start_client_internal, "time", None) is time
             and callable(getattr(start_client_internal, "_pull_and_store_message", None))):
-        waits = _Waits(idle)
+        waits = _Waits(idle, latency_factor=float(os.environ.get(LATENCY_ENV,
+                                                                  POLL_LATENCY_FACTOR)))
         start_client_internal.time = waits
         _wrap_pull(start_client_internal, waits, run_here)
         if run_here:  # no SuperExec: this node runs its tasks itself
