@@ -129,3 +129,14 @@ def test_a_node_polls_a_slow_superlink_less_often():
     clock.polled(0.1)
     clock.sleep(3)
     assert slept[-1] == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize("text", ["abc", "-1", "nan", "inf"])
+def test_the_supernode_launcher_refuses_a_bad_wait_setting(monkeypatch, text):
+    from kernelscale.backends.flower.supernode import LATENCY_ENV, _env_number
+
+    monkeypatch.setenv(LATENCY_ENV, text)
+    with pytest.raises(SystemExit, match=f"{LATENCY_ENV}='{text}': give a number of 0 or more"):
+        _env_number(LATENCY_ENV, 4.0)
+    monkeypatch.setenv(LATENCY_ENV, "0")  # 0: a fixed interval, no wait for a slow poll
+    assert _env_number(LATENCY_ENV, 4.0) == 0.0

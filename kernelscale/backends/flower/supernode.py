@@ -156,18 +156,29 @@ def _short_object_waits(module) -> None:
         module.pull_objects = partial(pull_objects, initial_backoff=first, backoff_cap=cap)
 
 
+def _env_number(name: str, default: float) -> float:
+    """The non-negative number in the environment variable ``name``, else ``default``."""
+    text = os.environ.get(name, "").strip()
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        value = -1.0
+    if not value >= 0.0 or value == float("inf"):
+        raise SystemExit(f"{name}={text!r}: give a number of 0 or more (default {default:g}).")
+    return value
+
+
 def main() -> int:
     from flwr.supernode import start_client_internal
     from flwr.supernode.cli import flower_supernode
 
-    idle = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_SECONDS))
+    idle = _env_number(IDLE_ENV, DEFAULT_IDLE_SECONDS)
     argv = sys.argv[1:]
     run_here = _option(argv, "--isolation", "") == ""
     _short_object_waits(start_client_internal)
     if (getattr(start_client_internal, "time", None) is time
             and callable(getattr(start_client_internal, "_pull_and_store_message", None))):
-        waits = _Waits(idle, latency_factor=float(os.environ.get(LATENCY_ENV,
-                                                                  POLL_LATENCY_FACTOR)))
+        waits = _Waits(idle, latency_factor=_env_number(LATENCY_ENV, POLL_LATENCY_FACTOR))
         start_client_internal.time = waits
         _wrap_pull(start_client_internal, waits, run_here)
         if run_here:  # no SuperExec: this node runs its tasks itself
