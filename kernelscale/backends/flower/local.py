@@ -329,41 +329,45 @@ class LocalFederation:
             raise
         return self
 
-    def _wait_http(self, timeout: float) -> None:
+    def _wait_for(self, ready, process: subprocess.Popen, log: str, what: str,
+                  verb: str, timeout: float) -> None:
+        """Poll ``ready()`` until it is true; raise if ``process`` exits first (with the tail
+        of its log ``log``) or ``timeout`` seconds pass."""
         deadline = time.monotonic() + timeout
+        while not ready():
+            if process.poll() is not None:
+                raise RuntimeError(f"{what} exited:\n{self.log(log)}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} did not {verb} within {timeout:g} s.")
+            time.sleep(0.05)
+
+    def _wait_http(self, timeout: float) -> None:
         scheme, context = "http", None
         if self.tls:
             import ssl
 
             scheme, context = "https", ssl.create_default_context(
                 cafile=str(self.root_certificates))
-        while True:
-            if self.superlink.poll() is not None:
-                raise RuntimeError(f"flower-superlink exited:\n{self.log('superlink')}")
+
+        def answers() -> bool:
             try:
                 with urllib.request.urlopen(f"{scheme}://{self.address}/health", timeout=1,
                                             context=context):
-                    return
+                    return True
             except urllib.error.HTTPError:
-                return  # it answers
+                return True  # it answers
             except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"flower-superlink did not answer within {timeout:g} s.")
-            time.sleep(0.05)
+                return False
+
+        self._wait_for(answers, self.superlink, "superlink", "flower-superlink", "answer",
+                       timeout)
 
     def _wait_warm(self, timeout: float) -> None:
         """Wait until the warm ServerApp process listens (a run started before would
         only be cold: its stand-in runs the stock command)."""
-        deadline = time.monotonic() + timeout
-        while self.warm is not None and not self._warm_socket.exists():
-            if self.warm.poll() is not None:
-                raise RuntimeError("the warm ServerApp process exited:\n"
-                                   f"{self.log('warm-serverapp')}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the warm ServerApp process did not listen within "
-                                   f"{timeout:g} s.")
-            time.sleep(0.05)
+        if self.warm is not None:
+            self._wait_for(self._warm_socket.exists, self.warm, "warm-serverapp",
+                           "the warm ServerApp process", "listen", timeout)
 
     def log(self, name: str) -> str:
         """The tail of a process's log (``"superlink"`` or ``"supernode-<i>"``)."""
