@@ -29,7 +29,7 @@ Gaussian mixture (d = 28, 10 clusters), every clustering setting over 5 seeds:
 Every fit runs the papers' own rounds (``protocol="paper"``: a round per Lanczos step;
 ``benchmarks/rounds.py`` compares them with the defaults). All words are counted by the
 runtime's ledger (phase 'fit'). The plot and the summary
-(tables and verdicts) are drawn and written by :mod:`kernelscale.bench.federated_report`.
+(tables and verdicts) are drawn and written by :mod:`federated_shared.report`.
 """
 
 from __future__ import annotations
@@ -40,13 +40,13 @@ from pathlib import Path
 
 import numpy as np
 import scipy.linalg as sla
+from federated_shared.report import D_FK, REFINES, K, M, S, plot, summary
 from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
 from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
 from kernelscale.bench.clustering import ck_embedding, ck_labels
-from kernelscale.bench.federated_report import D_FK, REFINES, K, M, S, plot, summary
 from kernelscale.bench.scripts import read_rows
 from kernelscale.datasets import load_digits_standardized, make_gaussian_mixture
 from kernelscale.federated import (

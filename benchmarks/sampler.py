@@ -29,7 +29,7 @@ rounds), and per-point diagnostics of the samples against the exact spectrum.
 
 The data, the kernels and the cached exact references are those of
 :mod:`kernelscale.bench.settings`, shared with the word-budget benchmarks; the
-summary's tables and verdicts are written by :mod:`kernelscale.bench.sampler_report`.
+summary's tables and verdicts are written by :mod:`sampler_shared.report`.
 """
 
 from __future__ import annotations
@@ -42,11 +42,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import spearmanr
-
-from kernelscale.backends.local import LocalCluster
-from kernelscale.bench import write_rows
-from kernelscale.bench.sampler_report import (
+from sampler_shared.report import (
     ABLATION,
     DATASETS,
     DISKPCA_BUDGETS,
@@ -56,6 +52,10 @@ from kernelscale.bench.sampler_report import (
     read_results,
     summary,
 )
+from scipy.stats import spearmanr
+
+from kernelscale.backends.local import LocalCluster
+from kernelscale.bench import write_rows
 from kernelscale.bench.settings import (
     full_kernel,
     load_standardized,

@@ -39,12 +39,12 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
+from streaming_shared.sweep import curve_style, seconds_per_query, sweep, timed_train
 from threadpoolctl import threadpool_limits
 
 from kernelscale.bench import write_rows
 from kernelscale.bench.plot import log_axis
 from kernelscale.bench.scripts import read_rows
-from kernelscale.bench.streaming_sweep import curve_style, seconds_per_query, sweep, timed_train
 from kernelscale.datasets import iter_gaussian_mixture, load_digits_standardized, make_random_noisy
 from kernelscale.kernels import median_heuristic
 from kernelscale.streaming import SKPCA

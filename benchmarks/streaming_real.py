@@ -14,7 +14,7 @@ held out, the rest is streamed in mini-batches of 1000; RBF kernel with sigma =
 the median pairwise distance of the training points; SKPCA with l in {2, 5, 10,
 20, 30, 50}, RNCA and Nystrom at sample sizes m = c in {50, 100, 200, 500, 1000,
 2000}. Measured as in ``benchmarks/streaming.py`` (both run
-:func:`kernelscale.bench.streaming_sweep.sweep`): kernel spectral error
+:func:`streaming_shared.sweep.sweep`): kernel spectral error
 ``||G - G'||_2 / n`` and Frobenius error ``||G - G'||_F / n^2`` over 2000 random training
 points, space in words (m d + m l, m^2 + m d, c^2 + c d), train time (the whole
 stream plus the final decomposition) and test time per held-out point (one point at
@@ -30,13 +30,13 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+from streaming_shared.sweep import curve_style, sweep
 from threadpoolctl import threadpool_limits
 
 from kernelscale.bench import write_rows
 from kernelscale.bench.equal_words import best_within, budget_grid, fmt, mean_std, summarize
 from kernelscale.bench.plot import log_axis
 from kernelscale.bench.scripts import read_rows, script_arguments, verdict
-from kernelscale.bench.streaming_sweep import curve_style, sweep
 from kernelscale.datasets import load_dataset
 
 OUT = Path(__file__).parent / "results" / "streaming_real"
@@ -111,7 +111,7 @@ X_LABELS = {"sample_size": "sample size m = c", "space_words": "space (words hel
 def plot(rows, out):
     """The figures of :data:`FIGURES` in ``out``: means ± std over seeds, one row of
     panels per data set, one legend; SKPCA's sketch sizes l in colours and markers of
-    their own (:func:`~kernelscale.bench.streaming_sweep.curve_style`)."""
+    their own (:func:`~streaming_shared.sweep.curve_style`)."""
     import matplotlib
 
     matplotlib.use("Agg")

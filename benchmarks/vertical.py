@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
+from vertical_shared.blocks import parties, top_vectors
 
 from kernelscale.backends.local import LocalCluster
 from kernelscale.bench import write_rows
 from kernelscale.bench.scripts import read_rows
-from kernelscale.bench.vertical_blocks import parties, top_vectors
 from kernelscale.datasets import load_digits_standardized, make_low_rank_linear
 from kernelscale.kernels import make_kernel
 from kernelscale.metrics.subspace import projector_error, sin_theta_distance

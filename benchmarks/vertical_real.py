@@ -28,8 +28,8 @@ draws a random subset of the points, as the paper's n = 288-537:
 
 5 seeds; mean ± sample std. The summary compares with sending the raw features
 (n M words) at equal words and states where the paper's claims hold; the figure
-and the summary are drawn and written by :mod:`kernelscale.bench.vertical_real_plot`
-and :mod:`kernelscale.bench.vertical_real_report`.
+and the summary are drawn and written by :mod:`vertical_shared.real_plot`
+and :mod:`vertical_shared.real_report`.
 """
 
 from __future__ import annotations
@@ -45,13 +45,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 from threadpoolctl import threadpool_limits
-
-from kernelscale.backends.local import LocalCluster
-from kernelscale.bench import write_rows
-from kernelscale.bench.scripts import read_rows, script_arguments
-from kernelscale.bench.vertical_blocks import parties, top_vectors
-from kernelscale.bench.vertical_real_plot import plot
-from kernelscale.bench.vertical_real_report import (
+from vertical_shared.blocks import parties, top_vectors
+from vertical_shared.real_plot import plot
+from vertical_shared.real_report import (
     OURS,
     PAPER,
     PAPER_TRAIN,
@@ -59,6 +55,10 @@ from kernelscale.bench.vertical_real_report import (
     PROTOCOLS,
     summary,
 )
+
+from kernelscale.backends.local import LocalCluster
+from kernelscale.bench import write_rows
+from kernelscale.bench.scripts import read_rows, script_arguments
 from kernelscale.datasets import load_dataset
 from kernelscale.kernels import make_kernel
 from kernelscale.linalg import top_eigh

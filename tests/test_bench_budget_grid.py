@@ -1,8 +1,9 @@
-"""What the word-budget benchmarks share (``kernelscale.bench.settings``, and in
-``benchmarks/budget_shared``: ``budget_grid``, ``pilot_variants``, ``constant_search``),
-and the house rule that benchmark scripts never import each other (what they share lives
-in ``kernelscale.bench``, or, when only the budget benchmarks use it, in
-``benchmarks/budget_shared``)."""
+"""What the benchmark scripts share (``kernelscale.bench.settings``; in
+``benchmarks/budget_shared``: ``budget_grid``, ``pilot_variants``, ``constant_search``;
+the streaming, vertical and sampler helpers of ``benchmarks/*_shared``), and the house
+rule that benchmark scripts never import each other (what they share lives in
+``kernelscale.bench``, or, when only benchmarks use it, in a ``benchmarks/*_shared``
+package)."""
 
 from __future__ import annotations
 
@@ -18,30 +19,28 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from kernelscale.bench import (
-    sampler_report,
-    settings,
-    streaming_sweep,
-    vertical_blocks,
-    vertical_real_report,
-)
+from kernelscale.bench import settings
 from kernelscale.bench.settings import load_standardized, make_setting_kernel, references
 from kernelscale.datasets import load_spam
 
 
-def _budget_shared(name: str):
-    """A module of ``benchmarks/budget_shared`` (the scripts' folder on the path only while
-    it is imported)."""
+def _shared(name: str):
+    """A module of a ``benchmarks/*_shared`` package (the scripts' folder on the path only
+    while it is imported)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     try:
-        return importlib.import_module(f"budget_shared.{name}")
+        return importlib.import_module(name)
     finally:
         sys.path.pop(0)
 
 
-budget_grid = _budget_shared("budget_grid")
-constant_search = _budget_shared("constant_search")
-pilot_variants = _budget_shared("pilot_variants")
+budget_grid = _shared("budget_shared.budget_grid")
+constant_search = _shared("budget_shared.constant_search")
+pilot_variants = _shared("budget_shared.pilot_variants")
+streaming_sweep = _shared("streaming_shared.sweep")
+vertical_blocks = _shared("vertical_shared.blocks")
+sampler_report = _shared("sampler_shared.report")
+vertical_real_report = _shared("vertical_shared.real_report")
 Cache, largest_landmarks_within = budget_grid.Cache, budget_grid.largest_landmarks_within
 PRIOR, distance, every_theta = (constant_search.PRIOR, constant_search.distance,
                                 constant_search.every_theta)

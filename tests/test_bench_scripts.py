@@ -111,8 +111,9 @@ def test_module_examples():
     assert doctest.testmod(module).failed == 0
 
 
-def test_sampler_report_reads_back_and_judges_at_equal_words(tmp_path):
-    from kernelscale.bench.sampler_report import read_results, summary
+def test_sampler_report_reads_back_and_judges_at_equal_words(script, tmp_path):
+    report = script("sampler_shared.report")
+    read_results, summary = report.read_results, report.summary
 
     # uniform + disLR: excess 0.4 at 1e3 words, 0.004 at 1e5 (log-log: 0.04 at 1e4);
     # the ridge sampler: 0.02 at 1e4 words (half, a win), and one point beyond 1e5 (no verdict)

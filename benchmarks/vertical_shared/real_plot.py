@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vertical_shared.real_report import METHODS, OURS, PAPER, PROTOCOLS
+
 from kernelscale.bench.equal_words import mean_std, summarize
-from kernelscale.bench.vertical_real_report import METHODS, OURS, PAPER, PROTOCOLS
 
 __all__ = ["FLOOR", "plot"]
 
