@@ -12,7 +12,7 @@ could read, 20 pilots each:
 
 * ``phi``: the rule's flatness;
 * ``leverage cv``: the coefficient of variation of the pilot's own ridge
-  leverage scores, at the ridge of :func:`kernelscale.horizontal.diskpca.pilot_ridge`;
+  leverage scores, at the ridge of :func:`kernelscale.horizontal.samplers.pilot_ridge`;
 * ``batch loss``: split the pilot in halves A and B; one minus the energy of
   B captured by A's top-j kernel principal components over the energy of B
   captured by the best j directions in span(phi(A)): what batch KPCA loses by
@@ -46,8 +46,8 @@ from pathlib import Path
 import numpy as np
 
 from kernelscale.bench.settings import load_set, make_setting_kernel
-from kernelscale.horizontal.diskpca import pilot_ridge
 from kernelscale.horizontal.pilot import flatness
+from kernelscale.horizontal.samplers import pilot_ridge
 from kernelscale.linalg import ridge_whitening
 
 OUT = Path(__file__).parent / "results" / "budget"

@@ -1,6 +1,6 @@
 """The ridge sampler's uniform pilot: |Y|/4 points or k, and its ridge, at equal words (issue 20).
 
-The ridge sampler (:func:`kernelscale.horizontal.diskpca.ridge_sample`) draws a
+The ridge sampler (:func:`kernelscale.horizontal.samplers.ridge_sample`) draws a
 uniform pilot P, then rounds that double the landmarks by their ridge
 residual. Two pilot sizes are compared here on the budget grid's data and
 kernels (``benchmarks/budget.py``: digits, letter, satellite, spam and

@@ -133,8 +133,8 @@ def one_run(library, X_host, n_landmarks, dtype, args):
     import sklearn
 
     from kernelscale.arrays import rows
-    from kernelscale.horizontal.diskpca import ridge_schedule
     from kernelscale.horizontal.estimator import DistributedKernelPCA
+    from kernelscale.horizontal.samplers import ridge_schedule
     from kernelscale.kernels import make_kernel, median_heuristic
     from kernelscale.runtime.cluster import one_blas_thread
 

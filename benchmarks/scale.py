@@ -45,7 +45,7 @@ from kernelscale.bench.runner import check_gram_entries, exact_reference
 from kernelscale.bench.scripts import read_rows
 from kernelscale.datasets import make_gaussian_mixture, make_sparse_bow
 from kernelscale.horizontal import diskpca, distributed_error
-from kernelscale.horizontal.diskpca import ridge_schedule
+from kernelscale.horizontal.samplers import ridge_schedule
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, make_kernel, median_heuristic
 from kernelscale.linalg import projected_sq_norms
 from kernelscale.metrics.lowrank import excess_energy_ratio

@@ -9,8 +9,8 @@ from kernelscale import DistributedKernelPCA
 from kernelscale.backends.local import LocalCluster
 from kernelscale.datasets import load_digits_standardized
 from kernelscale.horizontal import diskpca, sampling, uniform_dislr
-from kernelscale.horizontal.diskpca import pilot_ridge, ridge_schedule
 from kernelscale.horizontal.pilot import MIN_PILOT
+from kernelscale.horizontal.samplers import pilot_ridge, ridge_schedule
 from kernelscale.horizontal.sampling import (
     defensive_share,
     defensive_split,

@@ -102,11 +102,11 @@ def sampler_fingerprint() -> str:
     """
     from importlib import import_module
 
-    diskpca = import_module("kernelscale.horizontal.diskpca")
+    samplers = import_module("kernelscale.horizontal.samplers")
     sampling = import_module("kernelscale.horizontal.sampling")
-    return _source_fingerprint((diskpca.ridge_schedule, diskpca.default_pilot_size,
-                                diskpca.pilot_ridge, diskpca.ridge_sample,
-                                diskpca.ridge_outside_pilot, sampling.needs_ridge_floor,
+    return _source_fingerprint((samplers.ridge_schedule, samplers.default_pilot_size,
+                                samplers.pilot_ridge, samplers.ridge_sample,
+                                samplers.ridge_outside_pilot, sampling.needs_ridge_floor,
                                 sampling.defensive_split, sampling.defensive_share),
                                repr((sampling.DEFENSIVE_SHARE, sampling.READ_PILOT_SHARE,
                                      sampling.TRUSTED_PILOT, sampling.RIDGE_FLOOR)))

@@ -157,8 +157,8 @@ def _print_budget(n_rows, d, args, options) -> None:
     print(f"fit --max-words {args.max_words} runs {plan.method} with {plan.forecast.setting} "
           f"({plan.forecast.words:,} words, {plan.forecast.n_rounds} rounds): {plan.reason}")
     if plan.method == "diskpca" and args.sampler == "ridge":
-        from kernelscale.horizontal.diskpca import ridge_schedule
         from kernelscale.horizontal.pilot import FLAT, MIN_PILOT, PEAKED, too_small_to_read
+        from kernelscale.horizontal.samplers import ridge_schedule
 
         kernel = options["kernel"]
         n_pilot = ridge_schedule(kernel, args.n_components, plan.n_landmarks)[0]

@@ -35,9 +35,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from kernelscale.horizontal.diskpca import MESSAGES, SAMPLERS, default_n_leverage, ridge_schedule
+from kernelscale.horizontal.diskpca import MESSAGES, SAMPLERS, default_n_leverage
 from kernelscale.horizontal.measured import DISLR, first_share, residual_round_name
 from kernelscale.horizontal.preimage import PREIMAGE_ROUND
+from kernelscale.horizontal.samplers import ridge_schedule
 from kernelscale.horizontal.sampling import defensive_share, defensive_split, needs_ridge_floor
 from kernelscale.kernels import DEFAULT_CHUNK_SIZE, Kernel, make_kernel
 from kernelscale.runtime.ledger import DOWN, UP, count_words
@@ -219,7 +220,7 @@ embedding_dtype, chunk_size
         pilot (:mod:`kernelscale.horizontal.measured`): disLR's Gram sent in
         parts with each round's landmarks (one trace word per worker and part
         more), from a pilot of ``n_pilot`` points (default the ridge sampler's,
-        :func:`~kernelscale.horizontal.diskpca.ridge_schedule`). Needs
+        :func:`~kernelscale.horizontal.samplers.ridge_schedule`). Needs
         ``messages='gram'``.
     round_shares : sequence of float, optional
         With ``measured``: each ridge round's uniform share as drawn (default:
@@ -325,12 +326,12 @@ def _draw(rounds: _Rounds, name: str, count: int, point: float) -> None:
 
 def _ridge_sampling(rounds, targets, *, kernel, k, point, chunk_size,
                     ridge_scale: float = 1.0) -> int:
-    """The rounds of :func:`kernelscale.horizontal.diskpca.ridge_sample` up to ``targets[-1]``
+    """The rounds of :func:`kernelscale.horizontal.samplers.ridge_sample` up to ``targets[-1]``
     points; returns how many points its last round drew (not yet sent down)."""
     _uniform_sample(rounds, "pilot sampling", targets[0], point)
     config = {"kernel": kernel.to_dict(), "chunk_size": int(chunk_size)}
     floor = len(targets) > 1 and needs_ridge_floor(kernel, targets[0], k)
-    if floor:  # diskpca.ridge_outside_pilot: P and the settings down, a residual sum up
+    if floor:  # samplers.ridge_outside_pilot: P and the settings down, a residual sum up
         name = "ridge sampling: pilot residuals"
         rounds.add(name, DOWN, "raw_points", targets[0] * point)
         rounds.add(name, DOWN, "model", count_words({**config, "ridge": 0.0}))
@@ -357,7 +358,7 @@ def _ridge_sampling(rounds, targets, *, kernel, k, point, chunk_size,
 
 def _ridge_diskpca(rounds, n_landmarks, n_leverage, messages, *, kernel, k, point, chunk_size,
                    ridge_scale: float = 1.0, **options) -> None:
-    """:func:`kernelscale.horizontal.diskpca.ridge_sample`, then disLR on the last points."""
+    """:func:`kernelscale.horizontal.samplers.ridge_sample`, then disLR on the last points."""
     new = _ridge_sampling(rounds, ridge_schedule(kernel, k, n_landmarks, n_leverage), kernel=kernel,
                           k=k, point=point, chunk_size=chunk_size, ridge_scale=ridge_scale)
     _dislr(rounds, n_landmarks, new, messages, kernel=kernel, k=k, point=point,

@@ -216,7 +216,7 @@ def ridge_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
                 eigensolver: dict | None = None, **_) -> KernelPCAModel:
     """Ridge-chosen points sent raw to the master, then weighted kernel PCA there.
 
-    The ridge sampler of :func:`kernelscale.horizontal.diskpca.ridge_sample`
+    The ridge sampler of :func:`kernelscale.horizontal.samplers.ridge_sample`
     (its uniform pilot and ridge rounds), then, instead of disLR's Gram
     message, kernel PCA of Y at the master with Horvitz-Thompson weights
     ``1 / q(a)``: ``q = |P| / n`` for the pilot and ``q = min(1, c_j r_j(a) / R_j)``
@@ -225,8 +225,8 @@ def ridge_batch(cluster: Cluster, kernel: Kernel, n_components: int = 10,
     workers, which hold every landmark but the last round's ('ridge + batch:
     landmarks and components').
     """
-    from kernelscale.horizontal.diskpca import ridge_sample, ridge_schedule
     from kernelscale.horizontal.draws import stack_rows
+    from kernelscale.horizontal.samplers import ridge_sample, ridge_schedule
 
     rng = as_generator(random_state)
     cluster.reset()
@@ -268,8 +268,8 @@ def forecast_ridge_batch(n_rows, n_features: int, n_components: int, n_landmarks
                          kernel, center: bool, n_leverage: int | None = None,
                          chunk_size: int = DEFAULT_CHUNK_SIZE):
     """The words of :func:`ridge_batch` on dense rows (as the ledger counts them)."""
-    from kernelscale.horizontal.diskpca import ridge_schedule
     from kernelscale.horizontal.forecast import Forecast, _as_kernel, _ridge_sampling, _Rounds
+    from kernelscale.horizontal.samplers import ridge_schedule
     from kernelscale.runtime.ledger import DOWN, count_words
 
     kernel = _as_kernel(kernel, n_features)

@@ -38,10 +38,10 @@ import numpy as np
 
 from kernelscale.arrays import device, is_device_array, namespace, rows, to_device_of, to_host
 from kernelscale.eigensolvers import top_eigenpairs
-from kernelscale.horizontal.diskpca import draw_by_residuals, pilot_ridge, ridge_schedule
 from kernelscale.horizontal.dislr import cap_at_rank, store_model_step
 from kernelscale.horizontal.draws import sample_distinct, stack_rows, uniform_sample_step
 from kernelscale.horizontal.measure import SpanGram, ridge_against_uniform
+from kernelscale.horizontal.samplers import draw_by_residuals, pilot_ridge, ridge_schedule
 from kernelscale.horizontal.sampling import (
     defensive_share,
     defensive_split,
@@ -223,7 +223,7 @@ def measured_ridge(cluster, kernel: Kernel, n_components: int, n_landmarks: int,
 
     ``pilot`` is ``(P, rows drawn from each worker, PartitionInfo)`` (the budget's
     uniform pilot, :func:`kernelscale.horizontal.draws.uniform_sample`). The
-    rounds are those of :func:`kernelscale.horizontal.diskpca.ridge_sample` and
+    rounds are those of :func:`kernelscale.horizontal.samplers.ridge_sample` and
     disLR (the module docstring); round j > 1 draws its points by the ridge
     residual or uniformly as the master measured. Returns the model and what
     was measured: ``{'shares': each round's uniform share, 'ridge_gain': round
@@ -283,7 +283,7 @@ def _draw_round(cluster, Y, n_new: int, share: float, sums, unsampled, rng, j: i
                 redraw: bool):
     """Ridge round j's draws: ``n_new`` points, ``share`` of them uniformly (round 'ridge
     sampling j: uniform share'), the rest by the workers' residual ``sums`` (round 'ridge
-    sampling j'), as :func:`kernelscale.horizontal.diskpca.ridge_sample` draws them.
+    sampling j'), as :func:`kernelscale.horizontal.samplers.ridge_sample` draws them.
     Returns (the points by residual, the uniform ones, the rows asked of each worker)."""
     by_residual, by_uniform = defensive_split(n_new, share)
     sums = [None if s is None else np.asarray(s, dtype=float) for s in sums]

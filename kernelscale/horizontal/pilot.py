@@ -2,7 +2,7 @@
 
 A budgeted fit (``DistributedKernelPCA(max_words=B)``) whose forecast picks
 disKPCA with the ridge sampler first draws that sampler's uniform pilot P
-(:func:`~kernelscale.horizontal.diskpca.default_pilot_size`: ``ceil(|Y| / 4)``
+(:func:`~kernelscale.horizontal.samplers.default_pilot_size`: ``ceil(|Y| / 4)``
 points, at least k, with RBF and Laplacian kernels; k points with polynomial,
 linear and arc-cosine kernels, where the diagonal rule below keeps the ridge
 sampler). P is also the first part of a uniform

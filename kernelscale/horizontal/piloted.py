@@ -13,7 +13,7 @@ import numpy as np
 
 from kernelscale.horizontal.baselines import batch_kpca, broadcast_landmark_model
 from kernelscale.horizontal.budget import pilot_sizes, split_sizing
-from kernelscale.horizontal.diskpca import check_kernel_input, diskpca, ridge_schedule
+from kernelscale.horizontal.diskpca import check_kernel_input, diskpca
 from kernelscale.horizontal.dislr import dislr
 from kernelscale.horizontal.draws import (
     inclusion_weights,
@@ -25,6 +25,7 @@ from kernelscale.horizontal.draws import (
 from kernelscale.horizontal.forecast import forecast_words
 from kernelscale.horizontal.measured import measured_ridge
 from kernelscale.horizontal.pilot import choose_after_pilot, diagonal_spread, flatness
+from kernelscale.horizontal.samplers import ridge_schedule
 from kernelscale.linalg import as_generator
 from kernelscale.runtime import validate_cluster, worker_seeds
 

@@ -96,7 +96,7 @@ def needs_ridge_floor(kernel, n_pilot: int, n_components: int) -> bool:
 
     Musco and Musco's (2017) ridge is ``lambda = (1/k) sum_{i>k} lambda_i(K)``;
     from a uniform pilot P of m points, (n/m) K_PP's spectrum stands for K's
-    (:func:`~kernelscale.horizontal.diskpca.pilot_ridge`) within span(phi(P))
+    (:func:`~kernelscale.horizontal.samplers.pilot_ridge`) within span(phi(P))
     only. The energy outside that span, the rows' total squared distance to it
     (trace(K) minus the trace of P's Nystroem approximation), belongs to the
     tail beyond k as well, and a pilot of a few times k points leaves most of
@@ -106,7 +106,7 @@ def needs_ridge_floor(kernel, n_pilot: int, n_components: int) -> bool:
     k points) with RBF and Laplacian kernels, a first round sends P and has
     every worker return its rows' total residual (2 words up per worker), and
     the ridge adds it. Polynomial, linear and arc-cosine kernels keep ridge 0,
-    by design (:func:`~kernelscale.horizontal.diskpca.default_pilot_size`).
+    by design (:func:`~kernelscale.horizontal.samplers.default_pilot_size`).
     """
     from kernelscale.horizontal.pilot import too_small_to_read
 
