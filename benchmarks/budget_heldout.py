@@ -8,7 +8,7 @@ round's landmarks drawn uniformly after a pilot too small to read and after
 one that is read; ``TRUSTED_PILOT``, the pilot size, in multiples of k, from
 which the rounds draw none) and the pilot rule's thresholds
 (:mod:`kernelscale.horizontal.pilot`: ``FLAT``, ``PEAKED``, ``MIN_PILOT``,
-``BATCH_RATIO``). Judging them on the sets they were tuned on flatters them;
+``BATCH_RATIO``, ``MIN_BATCH_PILOT``). Judging them on the sets they were tuned on flatters them;
 here each of the nine sets in turn is left out, the constants are chosen on
 the others, and the left-out set's cells are judged with them.
 
@@ -32,7 +32,7 @@ batch, exact; run ``budget.py --part sized`` first) and the ridge sampler
 under the same constants (the forced R or RF, which is the sized ridge fit
 draw for draw).
 
-Choosing, among every combination of the candidates (48,000), on the training
+Choosing, among every combination of the candidates (96,000), on the training
 sets' cells: the constants that meet the most cells (mean budgeted excess <=
 1.1 x the best's, or the best below 1e-6); among those, the ones whose
 budgeted fits have the least excess (the sum over the cells of its log, an

@@ -87,9 +87,10 @@ def test_largest_within_is_the_largest_size_within_the_budget():
 
 def test_distance_and_every_theta():
     thetas = every_theta()
-    assert len({tuple(sorted(t.items())) for t in thetas}) == len(thetas) == 48_000
+    assert len({tuple(sorted(t.items())) for t in thetas}) == len(thetas) == 96_000
     assert sum(distance(t) == 0 for t in thetas) == 1 and PRIOR in thetas
     assert distance({**PRIOR, "RIDGE_FLOOR": True}) == 1.0  # a switch counts 1
+    assert distance({**PRIOR, "MIN_BATCH_PILOT": 20}) == 1.0
     assert distance({**PRIOR, "PEAKED": math.inf}) == 1.0  # so does a PEAKED of never
     assert distance({**PRIOR, "FLAT": 0.5}) == pytest.approx((0.5 - 0.33) / 1.33)
     assert all(distance(t) >= 0 for t in thetas)

@@ -282,6 +282,12 @@ def test_cli_plan_and_fit_with_max_words(tmp_path, capsys):
     assert pilot.strip().startswith("its uniform pilot of ") and "uniform_batch with" in pilot
     assert "keeps this plan" not in pilot
     assert measured.strip().startswith("its ridge rounds measure as they go")
+    # a pilot of fewer than 20 points never takes uniform + batch, and the plan says so
+    assert main(["plan", "--data", str(data), "--workers", "4", "--max-words", "12000"]) == 0
+    pilot = capsys.readouterr().out.strip().splitlines()[-2]
+    assert pilot.strip().startswith("its uniform pilot of 15 points can change this")
+    assert "runs uniform_dislr with |Y| = 59 instead, not uniform_batch (its pilot would " \
+           "need 20 points)" in pilot
     # a polynomial kernel: a pilot of k points, too few to read, which keeps the plan
     assert main(["plan", "--data", str(data), "--workers", "4", "--max-words", "40000",
                  "--kernel", "poly", "--n-components", "5"]) == 0
@@ -438,7 +444,33 @@ def test_a_pilot_under_2k_points_keeps_the_forecast_whatever_it_reads(phi):
     # an RBF or Laplacian pilot (ceil(|Y| / 4) points) is read whatever its size (issue 46)
     shift_invariant = choose_after_pilot(phi, sizes, n_pilot=MIN_PILOT * 10 - 1,
                                          n_components=10, shift_invariant=True)
-    assert shift_invariant == enough
+    assert shift_invariant.method == ("uniform_dislr" if enough.method == "uniform_batch"
+                                      else enough.method)
+
+
+@pytest.mark.parametrize("n_pilot", [5, 13, 15, 19, 20, 60])
+def test_batch_needs_a_pilot_of_20_points(n_pilot):
+    # shuttle, RBF 0.2 x median, 3 x 10^4 words: a 15-point pilot read phi < 0.33 in 116
+    # of 400 seeds and took uniform + batch at 142 points, 1.41x uniform + disLR's excess
+    from kernelscale.horizontal.pilot import MIN_BATCH_PILOT, choose_after_pilot
+
+    sizes = {"diskpca": 57, "uniform_dislr": 58, "uniform_batch": 142}
+    chosen = choose_after_pilot(0.2, sizes, n_pilot=n_pilot, n_components=10,
+                                n_samples=14_500, shift_invariant=True)
+    if n_pilot >= MIN_BATCH_PILOT:
+        assert chosen.method == "uniform_batch"
+    else:
+        assert chosen.method == "uniform_dislr"
+        assert f"pilot of {n_pilot} points (fewer than 20)" in chosen.reason
+        assert "|Y| = 58 uniform landmarks" in chosen.reason
+    # where disLR is out of reach, a small pilot keeps the forecast's ridge sampler
+    out_of_reach = choose_after_pilot(0.2, {**sizes, "uniform_dislr": None}, n_pilot=n_pilot,
+                                      n_components=10, shift_invariant=True)
+    assert out_of_reach.method == ("uniform_batch" if n_pilot >= MIN_BATCH_PILOT
+                                   else "diskpca")
+    # concentrated energy never reaches the batch rule, whatever the pilot's size
+    assert choose_after_pilot(0.4, sizes, n_pilot=n_pilot, n_components=10,
+                              shift_invariant=True).method == "diskpca"
 
 
 def test_rows_of_unit_norm_keep_the_ridge_plan_with_a_polynomial_kernel():
@@ -549,3 +581,23 @@ def test_a_piloted_fit_of_sparse_rows_stays_within_the_budget(seed):
         plan = est.budget_plan_
         assert plan.pilot is not None and not plan.forecast.exact
         assert est.communication_.total_words("fit") <= plan.forecast.words <= 25_000
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_budgeted_fit_with_a_small_pilot_takes_dislr_where_batch_would_ship_more(seed):
+    # a narrow RBF on Gaussian data: the energy is spread, and uniform + batch ships 2.8x
+    # disLR's points at 12,000 words; from a pilot of 15 points the fit runs uniform + disLR,
+    # from one of 31 (40,000 words) uniform + batch
+    from kernelscale import median_heuristic
+
+    X = np.random.default_rng(0).normal(size=(3000, 6))
+    gamma = 1 / (2 * median_heuristic(X, 0.2, random_state=0) ** 2)
+    for budget, n_pilot, method in ((12_000, 15, "uniform_dislr"), (40_000, 31, "uniform_batch")):
+        kpca = DistributedKernelPCA(10, gamma=gamma, max_words=budget, n_workers=4,
+                                    random_state=seed).fit(X)
+        plan = kpca.budget_plan_
+        assert plan.pilot["n_pilot"] == n_pilot and plan.pilot["phi"] < 0.33
+        assert kpca.method_ == method
+        assert kpca.communication_.total_words("fit") <= budget
+        if method == "uniform_dislr":
+            assert "a pilot of 15 points (fewer than 20)" in plan.reason

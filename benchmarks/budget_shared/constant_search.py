@@ -40,6 +40,7 @@ __all__ = [
     "PRIOR",
     "SHARES",
     "SIZED",
+    "SWITCHES",
     "TRUSTED",
     "FitTable",
     "Search",
@@ -70,7 +71,8 @@ SHARES = (0.0, 0.25, 0.5, 0.75)
 CANDIDATES = {"FLAT": (0.2, 0.25, 0.33, 0.4, 0.5),
               "PEAKED": (0.6, 0.7, 0.8, 0.9, math.inf),
               "MIN_PILOT": (2, 3, 4),
-              "BATCH_RATIO": (1.5, 1.75, 2.0, 2.5, 3.0)}
+              "BATCH_RATIO": (1.5, 1.75, 2.0, 2.5, 3.0),
+              "MIN_BATCH_PILOT": (0, 20)}
 #: The criteria in-sample and held out: the budgeted fit's excess over the best method's.
 IN_SAMPLE, HELD_OUT = 1.1, 1.15
 #: The methods sized to B read from the budget grid's cache.
@@ -224,7 +226,8 @@ class FitTable:
 
     def choices(self, rule: tuple) -> np.ndarray:
         """Per row, the pilot rule's choice (an index of :data:`CHOICES`) under ``rule``:
-        (FLAT, PEAKED, MIN_PILOT, BATCH_RATIO); 0 (R) for the forecast's own fits."""
+        (FLAT, PEAKED, MIN_PILOT, BATCH_RATIO, MIN_BATCH_PILOT); 0 (R) for the forecast's
+        own fits."""
         if rule not in self._choices:
             theta = dict(zip(PILOT_CONSTANTS, rule, strict=True))
             self._choices[rule] = np.array([
@@ -290,7 +293,7 @@ def score(results: dict, tolerance: float) -> tuple:
 
 
 #: The pilot rule's constants searched (:mod:`kernelscale.horizontal.pilot`).
-PILOT_CONSTANTS = ("FLAT", "PEAKED", "MIN_PILOT", "BATCH_RATIO")
+PILOT_CONSTANTS = ("FLAT", "PEAKED", "MIN_PILOT", "BATCH_RATIO", "MIN_BATCH_PILOT")
 #: The library's constants (at import).
 DEFAULTS = {"RIDGE_FLOOR": sampling.RIDGE_FLOOR,
             "DEFENSIVE_SHARE": sampling.DEFENSIVE_SHARE,
@@ -301,15 +304,20 @@ DEFAULTS = {"RIDGE_FLOOR": sampling.RIDGE_FLOOR,
 #: issue 35): a candidate moves away from them only where it meets more cells.
 PRIOR = {"RIDGE_FLOOR": False, "DEFENSIVE_SHARE": 0.25, "READ_PILOT_SHARE": 0.25,
          "TRUSTED_PILOT": math.inf, "FLAT": 0.33, "PEAKED": 0.7, "MIN_PILOT": 2,
-         "BATCH_RATIO": 2.0}
+         "BATCH_RATIO": 2.0, "MIN_BATCH_PILOT": 0}
 #: Candidates of TRUSTED_PILOT (x k; inf: a share at every pilot size).
 TRUSTED = (math.inf, 4, 6, 8)
 
 
+#: Constants that switch a rule on or off (0: off): any change counts 1.
+SWITCHES = ("RIDGE_FLOOR", "MIN_BATCH_PILOT")
+
+
 def distance(theta: dict) -> float:
     """How far ``theta`` is from :data:`PRIOR` (each constant relative to its prior value; a
-    switch or an infinite PEAKED counts 1)."""
-    return sum(0.0 if theta[k] == PRIOR[k] else abs(theta[k] - PRIOR[k]) / (1 + abs(PRIOR[k]))
+    switch (:data:`SWITCHES`) or an infinite PEAKED counts 1)."""
+    return sum(0.0 if theta[k] == PRIOR[k] else 1.0 if k in SWITCHES
+               else abs(theta[k] - PRIOR[k]) / (1 + abs(PRIOR[k]))
                if math.isfinite(theta[k]) and math.isfinite(PRIOR[k]) else 1.0
                for k in theta)
 

@@ -157,7 +157,13 @@ def _print_budget(n_rows, d, args, options) -> None:
     print(f"fit --max-words {args.max_words} runs {plan.method} with {plan.forecast.setting} "
           f"({plan.forecast.words:,} words, {plan.forecast.n_rounds} rounds): {plan.reason}")
     if plan.method == "diskpca" and args.sampler == "ridge":
-        from kernelscale.horizontal.pilot import FLAT, MIN_PILOT, PEAKED, too_small_to_read
+        from kernelscale.horizontal.pilot import (
+            FLAT,
+            MIN_BATCH_PILOT,
+            MIN_PILOT,
+            PEAKED,
+            too_small_to_read,
+        )
         from kernelscale.horizontal.samplers import ridge_schedule
 
         kernel = options["kernel"]
@@ -169,12 +175,16 @@ def _print_budget(n_rows, d, args, options) -> None:
                   "keeps this plan")
             return
         after = pilot_sizes(plan, n_pilot)
+        no_batch = ""
+        if n_pilot < MIN_BATCH_PILOT:  # as choose_after_pilot: too few to trust batch
+            after.pop("uniform_batch", None)
+            no_batch = f", not uniform_batch (its pilot would need {MIN_BATCH_PILOT} points)"
         options = ", ".join(f"{m} with {f.setting}" for m, f in after.items() if f is not None)
         print(f"  its uniform pilot of {n_pilot} points can change this: where the "
               f"pilot's energy is spread (flatness < {FLAT}), the fit runs "
-              f"{options or 'no other method'} instead (the pilot's points count towards "
-              f"their sample); where it is concentrated (flatness >= {PEAKED}), the ridge "
-              "rounds draw by the plain residual")
+              f"{options or 'no other method'} instead{no_batch} (the pilot's points count "
+              f"towards their sample); where it is concentrated (flatness >= {PEAKED}), the "
+              "ridge rounds draw by the plain residual")
         if measured:
             print("  its ridge rounds measure as they go: disLR's Gram comes in parts with "
                   "each round's points, and where round 1's ridge points added clearly less "
