@@ -11,7 +11,7 @@ and compares a choice with the constants before the search
 (:func:`against_prior`). Pure functions over the fits: no fit runs here.
 
 >>> distance(PRIOR), distance({**PRIOR, "FLAT": 0.5}) > 0, len(every_theta())
-(0.0, True, 48000)
+(0.0, True, 96000)
 """
 
 from __future__ import annotations
