@@ -603,3 +603,20 @@ def test_fit_centres_by_default_like_the_estimator():
     assert build_parser().parse_args(base).center is True
     assert build_parser().parse_args([*base, "--no-center"]).center is False
     assert build_parser().parse_args(["demo"]).center is True
+
+
+def test_help_and_every_subcommands_help_load_without_scikit_learn():
+    """The parser (every subcommand's options) builds without importing scikit-learn,
+    which alone takes about a second; a command loads it when it fits."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom kernelscale.cli import main\n"
+            "for argv in (['--help'], ['stream', '--help'], ['plan', '--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'), "
+            "file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert "usage: kernelscale" in done.stdout
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr

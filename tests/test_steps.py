@@ -171,7 +171,7 @@ def test_a_worker_process_loads_its_protocol_modules_without_scikit_learn():
                "kernelscale.horizontal.dislr",
                "kernelscale.horizontal.evaluate", "kernelscale.federated.fkkmeans",
                "kernelscale.federated.kmeans", "kernelscale.vertical.oneshot",
-               "kernelscale.vertical.projection"]
+               "kernelscale.vertical.projection", "kernelscale.streaming.distributed"]
     code = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -29,7 +29,7 @@ from kernelscale.cli_common import (
     seed_int,
 )
 from kernelscale.progress import progress_bar
-from kernelscale.streaming.estimator import METHODS, StreamingKernelPCA, save_streaming_model
+from kernelscale.streaming.methods import METHODS
 
 
 def add_subcommand(subparsers) -> None:
@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     """Stream the file into a :class:`StreamingKernelPCA` and save it; exit code."""
     from kernelscale.datasets import iter_chunks
     from kernelscale.runtime.validation import check_magnitude
+    from kernelscale.streaming.estimator import StreamingKernelPCA, save_streaming_model
 
     flags = getattr(args, "flag_names", None)  # errors name --sketch-size, not sketch_size
 

@@ -19,8 +19,8 @@ import numpy as np
 from kernelscale.linalg import as_generator
 from kernelscale.runtime import Cluster, Tagged, WorkerState, validate_cluster, worker_seeds
 from kernelscale.runtime.steps import worker_step
-from kernelscale.streaming.estimator import METHODS, build_method
 from kernelscale.streaming.frequent_directions import FrequentDirections
+from kernelscale.streaming.methods import METHODS, build_method
 from kernelscale.streaming.skpca import StreamingMethod
 
 

@@ -36,60 +36,12 @@ from kernelscale.model_registry import register_estimator
 from kernelscale.progress import get_logger, progress_bar, verbosity
 from kernelscale.runtime.validation import check_real
 from kernelscale.streaming import model_state  # noqa: F401 - registers the file's layout
-from kernelscale.streaming.baselines import RNCA, StreamingNystrom
-from kernelscale.streaming.skpca import SKPCA, StreamingMethod
+from kernelscale.streaming.methods import METHODS, build_method
 
 #: The ``model_type`` a saved streaming model carries in its JSON header (files of
 #: format version 1 held it in a ``params`` entry).
 MODEL_TYPE = "streaming_kpca"
-METHODS = {"skpca": SKPCA, "rnca": RNCA, "nystrom": StreamingNystrom}
 LOGGER = get_logger("streaming")
-
-
-def build_method(
-    method: str,
-    n_features_in: int,
-    kernel: str = "rbf",
-    gamma: float | None = None,
-    n_random_features: int = 500,
-    sketch_size: int = 20,
-    n_landmarks: int | None = None,
-    shrink: str = "modified",
-    seed: int = 0,
-    chunk_size: int = 4096,
-) -> StreamingMethod:
-    """An empty streaming method by name (``gamma=None`` means ``1 / n_features_in``).
-
-    Parameters
-    ----------
-    method : {'skpca', 'rnca', 'nystrom'}
-        Which method.
-    n_features_in : int
-        d.
-    kernel, gamma, n_random_features, sketch_size, n_landmarks, shrink
-        As in :class:`StreamingKernelPCA`.
-    seed : int, default=0
-        Seeds the random features (skpca, rnca) or the reservoir (nystrom).
-    chunk_size : int, default=4096
-        Rows lifted at once.
-
-    Returns
-    -------
-    method : StreamingMethod
-        An :class:`SKPCA`, :class:`RNCA` or :class:`StreamingNystrom`, ready for
-        ``partial_fit``.
-    """
-    if method not in METHODS:
-        raise ValueError(f"Unknown method {method!r}; choose one of {sorted(METHODS)}.")
-    if gamma is None:
-        gamma = 1.0 / n_features_in
-    if method == "skpca":
-        return SKPCA(n_features_in, n_random_features, sketch_size, kernel, gamma, shrink,
-                     seed, chunk_size)
-    if method == "rnca":
-        return RNCA(n_features_in, n_random_features, kernel, gamma, seed, chunk_size)
-    c = n_random_features if n_landmarks is None else n_landmarks
-    return StreamingNystrom(n_features_in, c, kernel, gamma, seed=seed, chunk_size=chunk_size)
 
 
 class StreamingKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
