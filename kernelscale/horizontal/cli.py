@@ -162,6 +162,7 @@ def _print_budget(n_rows, d, args, options) -> None:
             MIN_BATCH_PILOT,
             MIN_PILOT,
             PEAKED,
+            too_small_for_batch,
             too_small_to_read,
         )
         from kernelscale.horizontal.samplers import ridge_schedule
@@ -176,7 +177,7 @@ def _print_budget(n_rows, d, args, options) -> None:
             return
         after = pilot_sizes(plan, n_pilot)
         no_batch = ""
-        if n_pilot < MIN_BATCH_PILOT:  # as choose_after_pilot: too few to trust batch
+        if too_small_for_batch(n_pilot):  # as choose_after_pilot
             after.pop("uniform_batch", None)
             no_batch = f", not uniform_batch (its pilot would need {MIN_BATCH_PILOT} points)"
         options = ", ".join(f"{m} with {f.setting}" for m, f in after.items() if f is not None)

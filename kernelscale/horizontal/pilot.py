@@ -159,6 +159,11 @@ def too_small_to_read(n_pilot: int, n_components: int) -> bool:
     return n_pilot < MIN_PILOT * n_components
 
 
+def too_small_for_batch(n_pilot: int | None) -> bool:
+    """Whether a pilot of ``n_pilot`` points is below :data:`MIN_BATCH_PILOT` (None: unknown)."""
+    return n_pilot is not None and n_pilot < MIN_BATCH_PILOT
+
+
 class PilotChoice(NamedTuple):
     """What the master runs after the pilot."""
 
@@ -219,18 +224,9 @@ def choose_after_pilot(phi: float, sizes: dict, spread: float = 1.0, n_pilot: in
             f"the pilot's energy is spread (phi = {phi:.2f} < {FLAT}) and uniform + batch "
             f"ships every one of the {n_samples} points (the exact kernel PCA at the "
             f"master), against |Y| = {dislr} for uniform + disLR"))
-    if effective >= BATCH_RATIO * dislr and n_pilot is not None and n_pilot < MIN_BATCH_PILOT:
-        too_few = (f"the pilot's energy is spread (phi = {phi:.2f} < {FLAT}), but a pilot of "
-                   f"{n_pilot} points (fewer than {MIN_BATCH_PILOT}) is too few to trust batch "
-                   "KPCA's sample alone")
-        if not dislr:
-            return PilotChoice("diskpca", (
-                f"{too_few} and uniform + disLR is out of reach: the ridge sampler chooses "
-                f"|Y| = {sizes['diskpca']} landmarks"))
-        return PilotChoice("uniform_dislr", (
-            f"{too_few}: |Y| = {dislr} uniform landmarks for uniform + disLR (uniform + "
-            f"batch would ship {effective / dislr:.1f}x as many)"))
     if effective >= BATCH_RATIO * dislr:
+        if too_small_for_batch(n_pilot):
+            return _batch_from_too_few(phi, sizes, n_pilot, effective)
         return PilotChoice("uniform_batch", (
             f"the pilot's energy is spread (phi = {phi:.2f} < {FLAT}) and uniform + batch "
             f"ships {effective / max(dislr, 1):.1f}x the points of uniform + disLR, "
@@ -239,3 +235,20 @@ def choose_after_pilot(phi: float, sizes: dict, spread: float = 1.0, n_pilot: in
         f"the pilot's energy is spread (phi = {phi:.2f} < {FLAT}) and uniform + batch ships "
         f"less than {BATCH_RATIO:g}x the points of uniform + disLR: |Y| = {dislr} uniform "
         "landmarks"))
+
+
+def _batch_from_too_few(phi: float, sizes: dict, n_pilot: int, effective: float) -> PilotChoice:
+    """Where uniform + batch would win by its ratio but the pilot is below
+    :data:`MIN_BATCH_PILOT` points: uniform + disLR, or the ridge sampler where disLR is
+    out of reach."""
+    dislr = sizes.get("uniform_dislr") or 0
+    too_few = (f"the pilot's energy is spread (phi = {phi:.2f} < {FLAT}), but a pilot of "
+               f"{n_pilot} points (fewer than {MIN_BATCH_PILOT}) is too few to trust batch "
+               "KPCA's sample alone")
+    if not dislr:
+        return PilotChoice("diskpca", (
+            f"{too_few} and uniform + disLR is out of reach: the ridge sampler chooses "
+            f"|Y| = {sizes['diskpca']} landmarks"))
+    return PilotChoice("uniform_dislr", (
+        f"{too_few}: |Y| = {dislr} uniform landmarks for uniform + disLR (uniform + "
+        f"batch would ship {effective / dislr:.1f}x as many)"))
